@@ -1,0 +1,1 @@
+"""Declarative decision graphs (YAML) and the verdict catalog."""

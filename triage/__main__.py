@@ -1,0 +1,5 @@
+import sys
+
+from triage.cli import main
+
+sys.exit(main())

@@ -1,0 +1,154 @@
+"""`triage` command line: run, graph, probes, verdicts.
+
+Exit codes: 0 a verdict was reached (healthy included), 3 inconclusive,
+2 bad input or usage, 1 internal error. The report goes to stdout, diagnostics to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import structlog
+
+from triage import __version__
+from triage.errors import BadInput, PlaybookError, TriageError
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_INCONCLUSIVE = 3
+
+
+def _cmd_run(ns: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from triage.api import triage
+    from triage.render.markdown import render_markdown
+    from triage.render.terminal import render_terminal
+
+    report = triage(ns.run, runs_root=ns.runs_root, playbooks=ns.playbooks)
+    if ns.json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    elif ns.markdown:
+        sys.stdout.write(render_markdown(report))
+    else:
+        render_terminal(report, Console(file=sys.stdout, width=ns.width))
+    return EXIT_INCONCLUSIVE if report.inconclusive else EXIT_OK
+
+
+def _cmd_graph(ns: argparse.Namespace) -> int:
+    from triage.graph import load_graph
+    from triage.render.diagram import render_dot, render_mermaid
+
+    graph = load_graph(ns.playbooks)
+    if ns.playbook not in graph.playbooks:
+        raise BadInput(f"no playbook {ns.playbook!r}; playbooks: {', '.join(sorted(graph.playbooks))}")
+    render = render_dot if ns.format == "dot" else render_mermaid
+    sys.stdout.write(render(graph, ns.playbook))
+    return EXIT_OK
+
+
+def _cmd_probes(ns: argparse.Namespace) -> int:
+    from triage.probe import registry
+
+    rows = [
+        {"name": cls.name, "cost": cls.cost.value, "needs": list(cls.needs),
+         "outcomes": list(cls.all_outcomes()), "description": cls.description()}
+        for cls in registry().values()
+    ]
+    if ns.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Registered probes (entry-point group triage.probes)", show_lines=True)
+    for col in ("probe", "cost", "needs", "outcomes", "what it checks"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["cost"], ", ".join(r["needs"]) or "-", ", ".join(r["outcomes"]), r["description"])
+    Console(file=sys.stdout, width=ns.width).print(table)
+    return EXIT_OK
+
+
+def _cmd_verdicts(ns: argparse.Namespace) -> int:
+    from triage.graph import DEFAULT_DIR
+    from triage.catalog import load_catalog
+
+    catalog = load_catalog((ns.playbooks or DEFAULT_DIR) / "verdicts.yaml")
+    if ns.json:
+        sys.stdout.write(json.dumps([v.model_dump() for v in catalog.values()], indent=2) + "\n")
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Verdict catalog", show_lines=True)
+    for col in ("id", "title", "remedy"):
+        table.add_column(col)
+    for v in catalog.values():
+        table.add_row(v.id, v.title, v.remedy)
+    Console(file=sys.stdout, width=ns.width).print(table)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="triage", description="Root-cause triage for LLM RL post-training runs.")
+    p.add_argument("--version", action="version", version=f"triage {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more diagnostics on stderr")
+    p.add_argument("--playbooks", type=Path, default=None, help="a playbooks directory instead of the built-in one")
+    p.add_argument("--width", type=int, default=None, help=argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="triage a run and print the root-cause report")
+    run.add_argument("run", help="a run directory, or a run-id under the runs root")
+    run.add_argument("--runs-root", default=None, help="where run-ids live (default: $TRIAGE_RUNS_ROOT)")
+    fmt = run.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="the report as JSON (root_cause.id, path, ...)")
+    fmt.add_argument("--markdown", action="store_true", help="the report as Markdown")
+    run.set_defaults(func=_cmd_run)
+
+    graph = sub.add_parser("graph", help="draw a playbook as Mermaid or DOT")
+    graph.add_argument("playbook")
+    graph.add_argument("--format", choices=("mermaid", "dot"), default="mermaid")
+    graph.set_defaults(func=_cmd_graph)
+
+    probes = sub.add_parser("probes", help="list the registered probes and what each needs")
+    probes.add_argument("--json", action="store_true")
+    probes.set_defaults(func=_cmd_probes)
+
+    verdicts = sub.add_parser("verdicts", help="list the verdict catalog")
+    verdicts.add_argument("--json", action="store_true")
+    verdicts.set_defaults(func=_cmd_verdicts)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from triage.logging import configure
+
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    configure(ns.verbose)
+    try:
+        return ns.func(ns)
+    except (BadInput, PlaybookError) as exc:
+        print(f"triage: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except TriageError as exc:
+        print(f"triage: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("triage: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001
+        structlog.get_logger("triage").error("internal_error", error=repr(exc), exc_info=ns.verbose > 0)
+        print(f"triage: internal error: {type(exc).__name__}: {exc} (rerun with -v for details)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

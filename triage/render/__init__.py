@@ -1,0 +1,1 @@
+"""Rendering a Report: terminal (rich), JSON, Markdown."""

@@ -1,0 +1,174 @@
+"""The report: one pydantic model, built from a walk, rendered for terminal, JSON, Markdown, Slack.
+
+JSON schema (stable, `schema_version` bumps on breaking change)::
+
+    {
+      "schema_version": "1",
+      "triage_version": "0.1.0",
+      "created_at": "2026-11-21T10:00:00Z",
+      "duration_s": 0.42,
+      "run": {"ref", "path", "framework", "status", "artifacts": {kind: count}, "partial", "notes": [..]},
+      "root_cause": {"id", "title", "confidence", "explanation", "remedy", "flags": [..]},
+      "path": [{"node", "playbook", "probe", "ask", "outcome", "summary", "evidence", "confidence",
+                "duration_s", "missing": {"artifact", "reason", "command"} | null, "error"}],
+      "ruled_out": [{"verdict", "title", "by", "because"}],
+      "not_checked": [{"node", "probe", "artifact", "reason", "command"}]
+    }
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from triage import __version__
+from triage.catalog import HEALTHY, INCONCLUSIVE
+from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
+from triage.graph import DecisionGraph
+from triage.run.run import Run
+from triage.walker import Walk
+
+SCHEMA_VERSION = "1"
+# Each step that could not run on the way lowers the confidence of what follows.
+UNCHECKED_STEP_PENALTY = 0.9
+
+
+class RootCause(BaseModel):
+    id: str
+    title: str
+    confidence: float
+    explanation: str
+    remedy: str
+    flags: list[str] = Field(default_factory=list)
+
+
+class Step(BaseModel):
+    node: str
+    playbook: str
+    probe: str
+    ask: str
+    outcome: str
+    summary: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    confidence: float = 0.0
+    duration_s: float = 0.0
+    missing: Missing | None = None
+    error: str | None = None
+
+
+class RuledOut(BaseModel):
+    verdict: str
+    title: str
+    by: str
+    because: str
+
+
+class NotChecked(BaseModel):
+    node: str
+    probe: str
+    artifact: str | None
+    reason: str
+    command: str | None = None
+
+
+class RunInfo(BaseModel):
+    ref: str
+    path: str
+    framework: str
+    status: str | None = None
+    artifacts: dict[str, int] = Field(default_factory=dict)
+    partial: bool = False
+    notes: list[str] = Field(default_factory=list)
+
+
+class Report(BaseModel):
+    schema_version: str = SCHEMA_VERSION
+    triage_version: str = __version__
+    created_at: str
+    duration_s: float
+    run: RunInfo
+    root_cause: RootCause
+    path: list[Step]
+    ruled_out: list[RuledOut] = Field(default_factory=list)
+    not_checked: list[NotChecked] = Field(default_factory=list)
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.root_cause.id == INCONCLUSIVE
+
+    def key_evidence(self, limit: int = 3) -> list[str]:
+        """The few lines a reader needs: the deciding findings' summaries, latest first."""
+        lines = [s.summary for s in reversed(self.path) if s.outcome not in (UNAVAILABLE, ERROR)]
+        return lines[:limit]
+
+
+def _confidence(walk: Walk) -> float:
+    if walk.verdict == INCONCLUSIVE:
+        return 0.0
+    deciding = walk.deciding
+    base = deciding.confidence if deciding is not None else 0.5
+    unchecked = sum(1 for f in walk.findings if f.outcome in (UNAVAILABLE, ERROR))
+    return round(base * (UNCHECKED_STEP_PENALTY ** unchecked), 3)
+
+
+def _ruled_out(graph: DecisionGraph, findings: list[Finding], verdict: str) -> list[RuledOut]:
+    out: list[RuledOut] = []
+    seen = {verdict, HEALTHY, INCONCLUSIVE}
+    for f in findings:
+        if f.outcome in (UNAVAILABLE, ERROR):
+            continue
+        node = graph.nodes[f.node]
+        taken = graph.verdicts_reachable_from(node.edges[f.outcome])
+        for outcome, target in node.edges.items():
+            if outcome in (f.outcome, UNAVAILABLE, ERROR):
+                continue
+            for vid in sorted(graph.verdicts_reachable_from(target) - taken - seen):
+                seen.add(vid)
+                out.append(RuledOut(verdict=vid, title=graph.catalog[vid].title, by=f.node, because=f.summary))
+    return out
+
+
+def _not_checked(findings: list[Finding]) -> list[NotChecked]:
+    out = []
+    for f in findings:
+        if f.outcome == UNAVAILABLE:
+            m = f.missing
+            out.append(NotChecked(node=f.node, probe=f.probe, artifact=m.artifact if m else None,
+                                  reason=f.summary, command=m.command if m else None))
+        elif f.outcome == ERROR:
+            out.append(NotChecked(node=f.node, probe=f.probe, artifact=None, reason=f.summary))
+    return out
+
+
+def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, notes: list[str] | None = None) -> Report:
+    verdict = graph.catalog[walk.verdict]
+    steps = [
+        Step(
+            node=f.node, playbook=graph.nodes[f.node].playbook, probe=f.probe, ask=graph.nodes[f.node].ask,
+            outcome=f.outcome, summary=f.summary, evidence=f.evidence, confidence=f.confidence,
+            duration_s=round(f.duration_s, 4), missing=f.missing, error=f.error,
+        )
+        for f in walk.findings
+    ]
+    explanation = verdict.explanation
+    not_checked = _not_checked(walk.findings)
+    if walk.verdict == INCONCLUSIVE and not_checked:
+        missing = "; ".join(f"{n.probe}: {n.reason}" for n in not_checked)
+        explanation = f"{explanation} Could not check: {missing}."
+    return Report(
+        created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        duration_s=round(duration_s, 4),
+        run=RunInfo(
+            ref=run.ref, path=str(run.root), framework=run.framework, status=run.status,
+            artifacts=run.artifacts.kinds(), partial=run.status == "running", notes=list(notes or []),
+        ),
+        root_cause=RootCause(
+            id=verdict.id, title=verdict.title, confidence=_confidence(walk), explanation=explanation,
+            remedy=verdict.remedy, flags=list(verdict.flags),
+        ),
+        path=steps,
+        ruled_out=_ruled_out(graph, walk.findings, walk.verdict),
+        not_checked=not_checked,
+    )
