@@ -60,6 +60,11 @@ CANONICAL: dict[str, tuple[tuple[str, str], ...]] = {
     "train_rollout_kl": (("step", "train/train_rollout_kl"),),
     "repetition_frac": (("perf", "rollout/repetition_frac"),),
     "rollout_time": (("perf", "perf/rollout_time"),),
+    # The reward as the reward function returned it. slime's `rollout/rewards` is the
+    # group-normalised reward under GRPO (mean ~0 by construction), so judging the
+    # reward's level needs `rollout/raw_reward`; TRL's `reward` is already raw.
+    "raw_reward": (("rollout", "rollout/raw_reward"), ("hf", "reward"), ("hf", "rewards/mean")),
+    "response_length_max": (("perf", "rollout/response_len/max"), ("hf", "completions/max_length")),
 }
 
 
@@ -122,3 +127,47 @@ class Metrics:
 
     def available(self) -> list[str]:
         return [name for name in CANONICAL if self.get(name) is not None]
+
+
+def number_arg(run: Run, *names: str) -> float | None:
+    """The first of the run's arguments `names` that holds a number (args are often strings), else None.
+
+    An argument source that cannot be read counts as absent: a metric probe must not fail
+    because the command line is unreadable.
+    """
+    from triage.errors import TriageError
+
+    for name in names:
+        try:
+            value = run.args.get(name)
+        except TriageError:
+            return None
+        if isinstance(value, bool) or value is None:
+            continue
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if np.isfinite(number):
+            return number
+    return None
+
+
+def flag_arg(run: Run, *names: str) -> bool | None:
+    """Whether any of the boolean arguments `names` is on; None when none of them was given."""
+    from triage.errors import TriageError
+
+    seen = False
+    for name in names:
+        try:
+            value = run.args.get(name)
+        except TriageError:
+            return None
+        if value is None:
+            continue
+        seen = True
+        if value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "")):
+            return True
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0:
+            return True
+    return False if seen else None

@@ -1,0 +1,488 @@
+"""The error that stopped the job, matched against every error message the guides list.
+
+The signatures are data (`signatures.yaml` next to this module): id, regexes, outcome,
+guide source and a one-sentence explanation. A job that fails usually prints many
+errors: the failing rank's own error, then NCCL aborts and watchdog timeouts on every
+other rank, then Ray's wrappers in the driver. The decisive one is the root, not the
+cascade, so the rule is:
+
+1. the earliest line (in log order) matched by a *root* signature decides;
+2. only when no root signature matches does the earliest *cascade* signature (NCCL
+   abort / collective timeout) decide;
+3. with no signature at all, the earliest traceback or fatal error line is
+   `other_error`, quoted in the evidence; with none of those, `none`.
+
+"Log order" is (position of the file in the run's log list, line number): the line
+order within a file is the only order every log format keeps (traceback lines carry
+no timestamp).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+
+from triage.errors import TriageError
+from triage.finding import Observation
+from triage.formats.log_index import LogIndex, LogLine
+from triage.probe import Cost, Probe
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+SIGNATURE_FILE = "signatures.yaml"
+OUTCOMES = (
+    "cuda_oom",
+    "host_oom_killed",
+    "nccl_abort",
+    "illegal_memory_access",
+    "engine_port_conflict",
+    "inductor_cache",
+    "hf_model_not_found",
+    "no_pad_token",
+    "eos_boundary",
+    "ref_load_missing",
+    "nan_check_failed",
+    "other_error",
+    "none",
+)
+# Outcomes a signature may name; the last two are what is left when none matches.
+SIGNATURE_OUTCOMES = OUTCOMES[:-2]
+
+# How far back (lines, same file) a signature's context may be found when the
+# matched line has no traceback frames of its own.
+CONTEXT_WINDOW = 60
+
+TEXT_KEY = 200
+
+# A line that ends a job even though no guide lists it: an exception line
+# (`RuntimeError: …`, `ray.exceptions.RayTaskError(ValueError): …`) or a hard crash.
+FATAL_LINE = re.compile(
+    r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b(?:\([^)]*\))?:"
+    r"|Fatal Python error"
+    r"|Segmentation fault"
+    r"|core dumped"
+    r"|terminate called after throwing"
+    r"|\bChildFailedError\b"
+)
+
+
+class SignatureTableError(TriageError):
+    """The shipped signature table is malformed (a packaging error, named precisely)."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One row of the signature table."""
+
+    id: str
+    outcome: str
+    role: Literal["root", "cascade"]
+    patterns: tuple[re.Pattern[str], ...]
+    context: tuple[re.Pattern[str], ...]
+    source: str
+    explanation: str
+
+    def matches(self, text: str) -> bool:
+        return any(p.search(text) for p in self.patterns)
+
+    def context_holds(self, texts: Iterable[str]) -> bool:
+        if not self.context:
+            return True
+        return any(p.search(t) for t in texts for p in self.context)
+
+
+@dataclass(frozen=True)
+class SignatureMatch:
+    """A log line attributed to a signature, with where it sits in log order."""
+
+    signature: Signature
+    line: LogLine
+    order: tuple[int, int]
+    frames: tuple[str, ...] = ()
+
+
+@dataclass
+class ErrorScan:
+    """Every signature match and every fatal line of a log, in log order."""
+
+    matches: list[SignatureMatch] = field(default_factory=list)
+    # lines no signature explains that still end a job: (line, order, frames)
+    fatal_lines: list[tuple[LogLine, tuple[int, int], tuple[str, ...]]] = field(default_factory=list)
+
+    def of_outcome(self, outcome: str) -> list[SignatureMatch]:
+        return [m for m in self.matches if m.signature.outcome == outcome]
+
+    def decisive(self) -> SignatureMatch | None:
+        """The root of the failure by the module's rule: earliest root, else earliest cascade."""
+        roots = [m for m in self.matches if m.signature.role == "root"]
+        if roots:
+            return min(roots, key=lambda m: m.order)
+        if self.matches:
+            return min(self.matches, key=lambda m: m.order)
+        return None
+
+
+def _compile(entry_id: str, field_name: str, raw: Any) -> tuple[re.Pattern[str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
+        raise SignatureTableError(f"{SIGNATURE_FILE}: signature {entry_id!r}: {field_name} must be a list of regexes")
+    out = []
+    for r in raw:
+        try:
+            out.append(re.compile(r))
+        except re.error as exc:
+            raise SignatureTableError(f"{SIGNATURE_FILE}: signature {entry_id!r}: bad regex {r!r}: {exc}") from None
+    return tuple(out)
+
+
+def parse_signatures(raw: Any) -> tuple[Signature, ...]:
+    """Validate the table's YAML content; a defect names the entry."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("signatures"), list):
+        raise SignatureTableError(f"{SIGNATURE_FILE}: expected a mapping with a 'signatures' list")
+    out: list[Signature] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw["signatures"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise SignatureTableError(f"{SIGNATURE_FILE}: entry #{i} has no id")
+        sid = entry["id"]
+        if sid in seen:
+            raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r} is defined twice")
+        seen.add(sid)
+        outcome = entry.get("outcome")
+        if outcome not in SIGNATURE_OUTCOMES:
+            raise SignatureTableError(
+                f"{SIGNATURE_FILE}: signature {sid!r}: outcome {outcome!r} is not one of {', '.join(SIGNATURE_OUTCOMES)}"
+            )
+        role = entry.get("role", "root")
+        if role not in ("root", "cascade"):
+            raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r}: role must be root or cascade")
+        patterns = _compile(sid, "patterns", entry.get("patterns"))
+        if not patterns:
+            raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r} has no patterns")
+        out.append(
+            Signature(
+                id=sid,
+                outcome=outcome,
+                role=role,
+                patterns=patterns,
+                context=_compile(sid, "context", entry.get("context")),
+                source=str(entry.get("source", "")),
+                explanation=str(entry.get("explanation", "")),
+            )
+        )
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def load_signatures() -> tuple[Signature, ...]:
+    """The shipped signature table, parsed once."""
+    text = resources.files("probes").joinpath(SIGNATURE_FILE).read_text(encoding="utf-8")
+    return parse_signatures(yaml.safe_load(text))
+
+
+@lru_cache(maxsize=1)
+def any_signature() -> re.Pattern[str]:
+    """One regex matching any signature line: a log reader may use it to keep such lines."""
+    return re.compile("|".join(f"(?:{p.pattern})" for s in load_signatures() for p in s.patterns))
+
+
+def quote(line: LogLine) -> dict[str, Any]:
+    """A log line as evidence: where it is, what it says, which actor printed it."""
+    return {"where": line.where(), "text": line.text, "source": line.source}
+
+
+def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int], tuple[str, ...]]]:
+    """Error, notable and traceback-ending lines, deduplicated, with the frames each line ends."""
+    lines: dict[tuple[str, int], LogLine] = {}
+    for line in [*log.errors, *log.notable]:
+        lines.setdefault((line.path, line.line_no), line)
+    # Match a traceback's final line to the error line it was also kept as (texts may be
+    # capped at different lengths, so compare their starts).
+    by_text: dict[tuple[str, str], list[int]] = {}
+    for (path, no), line in lines.items():
+        by_text.setdefault((path, line.text.strip()[:TEXT_KEY]), []).append(no)
+    for nos in by_text.values():
+        nos.sort()
+    frames: dict[tuple[str, int], tuple[str, ...]] = {}
+    for tb in log.tracebacks:
+        exc = tb.exception.strip()
+        nos = by_text.get((tb.path, exc[:TEXT_KEY]), [])
+        i = bisect.bisect_left(nos, tb.line_no)
+        if i < len(nos):
+            key = (tb.path, nos[i])
+        else:
+            key = (tb.path, tb.line_no)
+            lines.setdefault(key, LogLine(path=tb.path, line_no=tb.line_no, text=exc, source=tb.source))
+        frames[key] = tuple(tb.frames)
+    return list(lines.values()), frames
+
+
+def _may_be_fatal(line: LogLine) -> bool:
+    """A line logged at WARNING or below reports something the job survived."""
+    return (line.level or "").upper() not in ("WARNING", "WARN", "INFO", "DEBUG")
+
+
+_SCAN_CACHE: dict[int, tuple[weakref.ref[LogIndex], ErrorScan]] = {}
+
+
+def scan(log: LogIndex, signatures: tuple[Signature, ...] | None = None) -> ErrorScan:
+    """Attribute every candidate line to the first signature it matches; keep the fatal rest.
+
+    Several probes ask for the same log's scan; the shipped table's result is kept per
+    log index while that index lives.
+    """
+    if signatures is None:
+        cached = _SCAN_CACHE.get(id(log))
+        if cached is not None and cached[0]() is log:
+            return cached[1]
+        result = _scan(log, load_signatures(), any_signature())
+        key = id(log)
+        _SCAN_CACHE[key] = (weakref.ref(log, lambda _ref: _SCAN_CACHE.pop(key, None)), result)
+        return result
+    return _scan(log, signatures, None)
+
+
+def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str] | None) -> ErrorScan:
+    file_pos = {path: i for i, path in enumerate(log.files)}
+    lines, frames = _candidate_lines(log)
+
+    def order(line: LogLine) -> tuple[int, int]:
+        return (file_pos.get(line.path, len(file_pos)), line.line_no)
+
+    lines.sort(key=order)
+    by_file: dict[str, list[LogLine]] = {}
+    for line in lines:
+        by_file.setdefault(line.path, []).append(line)
+    numbers = {path: [ln.line_no for ln in file_lines] for path, file_lines in by_file.items()}
+
+    def context_texts(line: LogLine) -> list[str]:
+        texts = [line.text, *frames.get((line.path, line.line_no), ())]
+        nos, file_lines = numbers[line.path], by_file[line.path]
+        lo = bisect.bisect_left(nos, line.line_no - CONTEXT_WINDOW)
+        hi = bisect.bisect_left(nos, line.line_no)
+        return texts + [other.text for other in file_lines[lo:hi]]
+
+    result = ErrorScan()
+    tb_keys = set(frames)
+    for line in lines:
+        key = (line.path, line.line_no)
+        sig = None
+        if prefilter is None or prefilter.search(line.text):
+            sig = next(
+                (s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds(context_texts(line)))),
+                None,
+            )
+        if sig is not None:
+            result.matches.append(SignatureMatch(sig, line, order(line), frames.get(key, ())))
+        elif key in tb_keys or (_may_be_fatal(line) and FATAL_LINE.search(line.text)):
+            result.fatal_lines.append((line, order(line), frames.get(key, ())))
+    return result
+
+
+# --- details the report quotes, per outcome ------------------------------------------
+
+_SIZE = r"([\d.]+ [KMGT]?i?B)"
+_TRIED = re.compile(rf"Tried to allocate {_SIZE}")
+_CAPACITY = re.compile(rf"GPU (\d+) has a total capacity of {_SIZE} of which {_SIZE} is free")
+_CAPACITY_OLD = re.compile(rf"{_SIZE} total capacity; {_SIZE} already allocated; {_SIZE} free")
+_PID = re.compile(r"\bpid[:=]?\s*\(?(\d+)")
+_RANK = re.compile(r"\b[Rr]ank[ =:]*(\d+)")
+_ITERATION = re.compile(r"\biteration #?(\d+)")
+_HF_PATH = (
+    re.compile(r"(\S+) does not appear to have a file named config\.json"),
+    re.compile(r"Can't load the configuration of '([^']+)'"),
+    re.compile(r"(\S+) is not a local folder and is not a valid model identifier"),
+    re.compile(r"Can't load tokenizer for '([^']+)'"),
+)
+_REF_LOAD_PATH = re.compile(r"ref_load (\S+) does not exist")
+
+
+def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> dict[str, Any]:
+    first = matches[0].line.text
+    out: dict[str, Any] = {}
+    if outcome == "cuda_oom":
+        for m in matches:
+            if (t := _TRIED.search(m.line.text)) and "tried_to_allocate" not in out:
+                out["tried_to_allocate"] = t.group(1)
+            if (c := _CAPACITY.search(m.line.text)) and "gpu_total" not in out:
+                out.update(gpu=int(c.group(1)), gpu_total=c.group(2), gpu_free=c.group(3))
+            elif (c := _CAPACITY_OLD.search(m.line.text)) and "gpu_total" not in out:
+                out.update(gpu_total=c.group(1), gpu_allocated=c.group(2), gpu_free=c.group(3))
+    elif outcome == "host_oom_killed":
+        pids = sorted({p.group(1) for m in matches if (p := _PID.search(m.line.text))})
+        if pids:
+            out["pids"] = pids[:16]
+    elif outcome in ("nccl_abort", "nan_check_failed"):
+        ranks = sorted({int(r.group(1)) for m in matches if (r := _RANK.search(m.line.text))})
+        if ranks:
+            out["ranks"] = ranks[:64]
+        if outcome == "nan_check_failed" and (it := _ITERATION.search(first)):
+            out["iteration"] = int(it.group(1))
+    elif outcome == "hf_model_not_found":
+        for rx in _HF_PATH:
+            if p := rx.search(first):
+                path = p.group(1).strip("'\"")
+                out["model_path"] = path
+                if run is not None:
+                    out["exists_here"] = run.resolve_path(path) is not None
+                break
+    elif outcome == "ref_load_missing" and (p := _REF_LOAD_PATH.search(first)):
+        out["ref_load"] = p.group(1)
+    return out
+
+
+_SUMMARY = {
+    "cuda_oom": "CUDA out of memory",
+    "host_oom_killed": "the host ran out of RAM and a process was killed",
+    "nccl_abort": "an NCCL collective was aborted or timed out",
+    "illegal_memory_access": "CUDA reported an illegal memory access",
+    "engine_port_conflict": "an SGLang server could not be reached or could not bind its port",
+    "inductor_cache": "torch.compile hit a corrupt inductor cache entry (JSONDecodeError)",
+    "hf_model_not_found": "transformers could not find the model or its config",
+    "no_pad_token": "the tokenizer has no padding token",
+    "eos_boundary": "the chat template's end boundary came before its start",
+    "ref_load_missing": "KL is on but the reference checkpoint (--ref-load) does not exist",
+    "nan_check_failed": "Megatron's NaN check stopped training",
+}
+
+
+def short(text: str, limit: int = 160) -> str:
+    """A log line cut for a one-sentence summary (the evidence keeps it whole)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit - 1)
+    return text[: cut if cut > limit // 2 else limit - 1] + "…"
+
+
+def _who(line: LogLine) -> str:
+    return f" on {line.source}" if line.source else ""
+
+
+_MISSING_FILE = re.compile(r"FileNotFoundError|No such file or directory")
+REF_LOAD_PATH = Signature(
+    id="ref_load_path_missing",
+    outcome="ref_load_missing",
+    role="root",
+    patterns=(_MISSING_FILE,),
+    context=(),
+    source="slime arguments validation / Megatron checkpoint loading (KL on needs --ref-load); 001, 004",
+    explanation="A file under the run's --ref-load directory is missing, so the reference model for KL cannot be loaded.",
+)
+
+
+def with_ref_load_paths(run: Run, result: ErrorScan) -> ErrorScan:
+    """Add missing-file errors that name the run's own --ref-load path (the message need not say "ref_load")."""
+    try:
+        ref_load = run.args.get("ref_load") if run.args else None
+    except TriageError:
+        return result
+    if not isinstance(ref_load, str) or len(ref_load.strip("/")) < 2:
+        return result
+    ref = ref_load.rstrip("/")
+    extra = [
+        SignatureMatch(REF_LOAD_PATH, line, order, frames)
+        for line, order, frames in result.fatal_lines
+        if _MISSING_FILE.search(line.text) and ref in line.text
+    ]
+    if not extra:
+        return result
+    taken = {id(m.line) for m in extra}
+    return ErrorScan(
+        matches=sorted(result.matches + extra, key=lambda m: m.order),
+        fatal_lines=[f for f in result.fatal_lines if id(f[0]) not in taken],
+    )
+
+
+class ErrorSignatures(Probe):
+    """The error that stopped the job, classified by the guides' error messages (root before cascade)."""
+
+    name = "error_signatures"
+    outcomes = OUTCOMES
+    needs = ("log",)
+    cost = Cost.STATIC
+
+    def examine(self, run: Run) -> Observation:
+        log = run.log
+        result = with_ref_load_paths(run, scan(log))
+        base: dict[str, Any] = {"log_files": len(log.files), "error_lines_seen": len(log.errors) + log.dropped_errors}
+        chosen = result.decisive()
+        if chosen is not None:
+            return self._signature_observation(run, result, chosen, base)
+        if result.fatal_lines:
+            line, _order, frames = min(result.fatal_lines, key=lambda f: f[1])
+            return self.observe(
+                "other_error",
+                f"The job stopped on an error no guide lists: `{short(line.text)}` at {line.where()}{_who(line)}.",
+                0.6,
+                line=quote(line),
+                frames=list(frames[-6:]),
+                count=len(result.fatal_lines),
+                first_where=min(result.fatal_lines, key=lambda f: f[1])[0].where(),
+                last_where=max(result.fatal_lines, key=lambda f: f[1])[0].where(),
+                **base,
+            )
+        return self.observe(
+            "none",
+            f"No fatal error in {len(log.files)} log file(s): no traceback and no error message the guides list.",
+            0.7 if not log.truncated_tail else 0.5,
+            log_truncated=log.truncated_tail,
+            **base,
+        )
+
+    def _signature_observation(
+        self, run: Run, result: ErrorScan, chosen: SignatureMatch, base: dict[str, Any]
+    ) -> Observation:
+        sig = chosen.signature
+        same = sorted((m for m in result.matches if m.signature.outcome == sig.outcome), key=lambda m: m.order)
+        others: dict[str, list[SignatureMatch]] = {}
+        for m in result.matches:
+            if m.signature.outcome != sig.outcome:
+                others.setdefault(m.signature.id, []).append(m)
+        also_seen = [
+            {
+                "signature": sid,
+                "outcome": ms[0].signature.outcome,
+                "role": ms[0].signature.role,
+                "count": len(ms),
+                "first_where": min(ms, key=lambda m: m.order).line.where(),
+            }
+            for sid, ms in sorted(others.items(), key=lambda kv: min(m.order for m in kv[1]))
+        ]
+        cascade_note = ""
+        if sig.role == "root" and any(s["role"] == "cascade" for s in also_seen):
+            cascade_note = " (the NCCL aborts / timeouts also in the log are its cascade on the other ranks)"
+        elif sig.role == "cascade":
+            cascade_note = " (no other error the guides list explains it)"
+        confidence = 0.9 if sig.role == "root" else 0.6
+        summary = (
+            f"{_SUMMARY[sig.outcome][0].upper()}{_SUMMARY[sig.outcome][1:]}: "
+            f"`{short(chosen.line.text)}` at {chosen.line.where()}{_who(chosen.line)}{cascade_note}."
+        )
+        return self.observe(
+            sig.outcome,
+            summary,
+            confidence,
+            signature=sig.id,
+            explanation=sig.explanation,
+            guide=sig.source,
+            line=quote(chosen.line),
+            frames=list(chosen.frames[-6:]),
+            count=len(same),
+            first_where=same[0].line.where(),
+            last_where=same[-1].line.where(),
+            also_seen=also_seen,
+            rule="the earliest root error decides; NCCL aborts and timeouts decide only when nothing else explains them",
+            **_details(run, sig.outcome, same),
+            **base,
+        )

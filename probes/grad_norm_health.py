@@ -1,0 +1,185 @@
+"""Is the gradient norm in its healthy range, spiking, or growing?
+
+The axolotl guide's table: `grad_norm` healthy 0.001–1.0 for GRPO (0.1–10 for SFT);
+"> 10.0 is unstable"; "spikes above 100 indicate instability"; occasional 0.0 values
+are the zero-advantage skip and are fine. Two different failures hide behind "grad norm
+is high", and they have different causes:
+
+- `spikes`: isolated jumps far above the running level (robust z over the trailing
+  median / MAD), or any value above 100. One batch at a time: a bad sample, a
+  numerically fragile module, or a learning rate at the edge.
+- `sustained_growth`: the level itself moves up and stays (a change point on the log
+  scale, or an upward Mann-Kendall trend ending above 10, or values above 10 on a
+  large share of steps): the optimisation is diverging, typically a learning rate too
+  high for the run, or data off the model's distribution.
+
+Zeros are left out (the zero-advantage skip logs 0.0); NaN / Inf are the
+`nonfinite_onset` probe's business and are skipped here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from triage.anomaly import ChangePoint, Spike, change_point, evidence_number, find_spikes, median_mad, trend
+from triage.errors import Unavailable
+from triage.finding import Observation
+from triage.metrics import Series
+from triage.probe import Cost, Probe
+from triage.run.run import NEEDS_HELP
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+
+class GradNormParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window: int = 10  # trailing records forming the running level
+    spike_z: float = 6.0  # robust z (MADs above the trailing median) that makes a spike
+    spike_ratio: float = 5.0  # ... and at least this many times the trailing median
+    spike_abs: float = 100.0  # the guide: "spikes above 100 indicate instability"
+    unstable: float = 10.0  # the guide: "> 10.0 is unstable"
+    unstable_fraction: float = 0.3  # "exceeds 10.0 regularly": this share of records
+    growth_ratio: float = 3.0  # a level shift at least this large counts as growth
+    trend_alpha: float = 0.01
+    min_records: int = 5
+
+
+@dataclass
+class GradNormAssessment:
+    """The verdict on one grad_norm series and the numbers behind it."""
+
+    status: str  # healthy | spikes | sustained_growth
+    source: str
+    records: int
+    median: float
+    mad: float
+    spikes: list[Spike] = field(default_factory=list)
+    change: ChangePoint | None = None
+    onset_step: int | None = None  # where the instability starts (growth or first spike)
+    unstable_fraction: float = 0.0
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def evidence(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "metric": self.source,
+            "records": self.records,
+            "median": evidence_number(self.median),
+            "mad": evidence_number(self.mad),
+            "unstable_fraction": evidence_number(self.unstable_fraction),
+        }
+        if self.spikes:
+            out["spikes"] = [s.as_evidence() for s in self.spikes[:10]]
+            out["spike_count"] = len(self.spikes)
+        if self.change is not None:
+            out["change_point"] = self.change.as_evidence()
+        if self.onset_step is not None:
+            out["onset_step"] = self.onset_step
+        out.update(self.details)
+        return out
+
+
+def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | None:
+    """Classify a grad_norm series; None when it has fewer than `min_records` usable values."""
+    values = series.values.astype(np.float64)
+    steps = series.steps
+    usable = np.isfinite(values) & (values > 0)
+    if int(usable.sum()) < p.min_records:
+        return None
+    v, st = values[usable], steps[usable]
+    med, mad = median_mad(v)
+    unstable_frac = float(np.mean(v > p.unstable))
+    a = GradNormAssessment("healthy", series.source, int(v.size), med, mad, unstable_fraction=unstable_frac)
+
+    cp = change_point(np.log10(v), st)
+    if cp is not None:
+        cp = ChangePoint(cp.index, cp.step, 10 ** cp.before, 10 ** cp.after, cp.gain)
+        a.change = cp
+    t = trend(np.log10(v), st)
+    a.details["trend"] = t.as_evidence()
+    tail_median = float(np.median(v[-max(3, v.size // 5) :]))
+    a.details["final_median"] = evidence_number(tail_median)
+
+    if cp is not None and cp.after > p.unstable and cp.after >= p.growth_ratio * cp.before:
+        a.status, a.onset_step = "sustained_growth", cp.step
+        a.reason = (f"grad_norm shifts from a median of {cp.before:.3g} to {cp.after:.3g} at step {cp.step} "
+                    f"and stays there (above {p.unstable:g})")
+        return a
+    if unstable_frac >= p.unstable_fraction:
+        first = int(st[np.argmax(v > p.unstable)])
+        a.status, a.onset_step = "sustained_growth", first
+        a.reason = (f"grad_norm exceeds {p.unstable:g} on {unstable_frac:.0%} of {v.size} records "
+                    f"(median {med:.3g}), first at step {first}")
+        return a
+    if t.rising(alpha=p.trend_alpha, min_tau=0.5) and tail_median > p.unstable:
+        a.status = "sustained_growth"
+        a.onset_step = int(st[np.argmax(v > p.unstable)]) if (v > p.unstable).any() else int(st[0])
+        a.reason = (f"grad_norm climbs steadily (Kendall tau {t.tau:.2f}) to a final median of {tail_median:.3g}, "
+                    f"above {p.unstable:g}")
+        return a
+
+    spikes = find_spikes(v, st, window=p.window, z_threshold=p.spike_z, min_ratio=p.spike_ratio,
+                         abs_threshold=p.spike_abs)
+    if spikes:
+        a.status, a.spikes, a.onset_step = "spikes", spikes, spikes[0].step
+        top = max(spikes, key=lambda s: s.value)
+        a.reason = (f"{len(spikes)} grad_norm spike{'s' if len(spikes) > 1 else ''} over a median of {med:.3g}; "
+                    f"the largest {top.value:.3g} at step {top.step} ({top.ratio:.1f}x the running level)")
+        return a
+    a.reason = f"grad_norm stays at a median of {med:.3g} (max {float(v.max()):.3g}) with no spike or upward shift"
+    return a
+
+
+@dataclass
+class LossSpikes:
+    source: str
+    spikes: list[Spike]
+    median: float
+
+
+def loss_spikes(series: Series, window: int = 10, min_ratio: float = 2.0, z: float = 6.0) -> LossSpikes | None:
+    """Loss jumps of 2x or more over its running level (the axolotl guide's "2–10x").
+
+    Only for a loss that is a positive level (SFT-style cross-entropy); a policy-gradient
+    loss centred on zero has no level to be a multiple of, so it yields None.
+    """
+    v = series.values[np.isfinite(series.values)]
+    if v.size < 5 or float(np.mean(v > 0)) < 0.95 or float(np.median(v)) < 1e-3:
+        return None
+    ok = np.isfinite(series.values)
+    spikes = find_spikes(series.values[ok], series.steps[ok], window=window, z_threshold=z, min_ratio=min_ratio)
+    return LossSpikes(series.source, spikes, float(np.median(v)))
+
+
+class GradNormHealth(Probe):
+    """grad_norm against the guides' healthy range: spikes (robust z, > 100) or sustained growth (> 10)."""
+
+    name = "grad_norm_health"
+    outcomes = ("healthy", "spikes", "sustained_growth")
+    needs = ("metrics",)
+    cost = Cost.STATIC
+    Params = GradNormParams
+
+    def examine(self, run: Run) -> Observation:
+        p: GradNormParams = self.params  # type: ignore[assignment]
+        series = run.metrics.get("grad_norm")
+        if series is None:
+            raise Unavailable("metrics", "the run logged no grad_norm (train/grad_norm or grad_norm)",
+                              NEEDS_HELP["metrics"])
+        a = assess_grad_norm(series, p)
+        if a is None:
+            raise Unavailable(
+                "metrics",
+                f"only {int(np.sum(np.isfinite(series.values) & (series.values > 0)))} usable grad_norm records "
+                f"({series.source}); {p.min_records} are needed",
+                NEEDS_HELP["metrics"],
+            )
+        confidence = {"healthy": 0.8, "spikes": 0.75, "sustained_growth": 0.85}[a.status]
+        summary = a.reason + "."
+        return self.observe(a.status, summary, confidence, **a.evidence())

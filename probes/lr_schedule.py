@@ -1,0 +1,233 @@
+"""Is the learning rate behind the instability (or the plateau)?
+
+The guides' signs of a learning rate too high: grad-norm spikes or growth that begin
+when the warmup ends and the LR reaches its peak, loss spikes that track the LR
+schedule, divergence after good early steps. And of one too low: "loss stops
+decreasing early in training, well above expected values" with tiny updates.
+Typical values: full fine-tuning 1e-5 to 5e-5 for SFT, around 1e-6 for RL
+post-training (slime's and TRL's GRPO defaults); LoRA 1e-4 to 3e-4.
+
+Outcomes, first that applies:
+- `too_high`: instability (grad_norm sustained growth or spikes, loss spikes, NaN/Inf)
+  after at least `min_good_records` good records, and either it begins within the
+  window around the end of warmup, or the grad norm tracks the LR (rank correlation),
+  or the peak LR is above what is typical for the run's kind of fine-tuning;
+- `too_low`: the peak LR is below typical and the run plateaus (the reward does not
+  improve / the loss does not fall) while the policy barely moves (KL stays ~0);
+- `plausible`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from triage.anomaly import evidence_number, head, tail, trend
+from triage.errors import Unavailable
+from triage.finding import Observation
+from triage.metrics import flag_arg, number_arg
+from triage.probe import Cost, Probe
+from triage.run.run import NEEDS_HELP
+
+from probes.grad_norm_health import GradNormParams, assess_grad_norm, loss_spikes
+from probes.nonfinite_onset import nonfinite_by_series
+from probes.reward_signal import RewardParams, assess_reward
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+
+class LrParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    high_lr: float = 1e-5  # above this, full-parameter RL post-training is far above typical (~1e-6)
+    high_lr_lora: float = 1e-3
+    low_lr: float = 1e-7  # below this, full-parameter RL updates are tiny
+    low_lr_lora: float = 1e-6
+    min_good_records: int = 3  # records of healthy training before the instability
+    peak_window: float = 0.25  # instability within 25% of the warmup length around the peak "begins at the peak"
+    peak_steps: int = 5  # ... and at least this many steps either side
+    track_correlation: float = 0.7  # Spearman rho of grad_norm vs LR that counts as "tracks the schedule"
+    tiny_kl: float = 1e-4  # KL to the reference that never exceeds this: the policy barely moved
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks with ties averaged (a constant LR after warmup must not look like a rising one)."""
+    _values, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    average = ends - (counts - 1) / 2.0
+    return average[inverse]
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    if a.size < 5 or np.all(a == a[0]) or np.all(b == b[0]):
+        return 0.0
+    return float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])
+
+
+def is_lora(run: Run) -> bool:
+    rank = number_arg(run, "lora_rank", "lora_r")
+    return bool((rank is not None and rank > 0) or flag_arg(run, "use_lora", "lora", "use_peft"))
+
+
+class LrSchedule(Probe):
+    """Learning rate vs instability: instability starting at the LR peak / tracking it (too high), plateau (too low)."""
+
+    name = "lr_schedule"
+    outcomes = ("too_high", "too_low", "plausible")
+    needs = ("metrics",)
+    cost = Cost.STATIC
+    Params = LrParams
+
+    def examine(self, run: Run) -> Observation:
+        p: LrParams = self.params  # type: ignore[assignment]
+        m = run.metrics
+        lr = m.get("lr")
+        lr_arg = number_arg(run, "lr", "learning_rate")
+        lr = lr.finite() if lr is not None else None
+        if (lr is None or len(lr) == 0) and lr_arg is None:
+            raise Unavailable(
+                "metrics",
+                "no learning-rate series (train/lr-pg_0, learning_rate) and no --lr argument",
+                NEEDS_HELP["metrics"],
+            )
+        ev: dict[str, Any] = {}
+        if lr is not None and len(lr):
+            peak = float(lr.values.max())
+            peak_step = int(lr.steps[np.argmax(lr.values >= 0.99 * peak)])
+            warmup = bool(lr.values[0] < 0.5 * peak)
+            ev["lr"] = {"metric": lr.source, "peak": evidence_number(peak), "peak_step": peak_step,
+                        "first": evidence_number(float(lr.values[0])), "last": evidence_number(float(lr.values[-1])),
+                        "warmup": warmup}
+        else:
+            peak, peak_step, warmup = float(lr_arg), None, False
+            ev["lr"] = {"arg": "lr", "peak": evidence_number(peak)}
+        lora = is_lora(run)
+        high = p.high_lr_lora if lora else p.high_lr
+        low = p.low_lr_lora if lora else p.low_lr
+        ev["typical"] = {"kind": "lora" if lora else "full", "high": high, "low": low}
+
+        onset, what = self._instability(run, ev)
+        if onset is not None:
+            first_step = self._first_step(run)
+            good = self._records_before(run, onset)
+            ev["instability"] = {"onset_step": onset, "signal": what, "good_records_before": good}
+            if good >= p.min_good_records:
+                reasons = []
+                if peak_step is not None and warmup:
+                    span = max(float(p.peak_steps), p.peak_window * max(peak_step - (first_step or 0), 1))
+                    if peak_step - span <= onset <= peak_step + span:
+                        reasons.append(f"it begins at step {onset}, when the LR reaches its peak {peak:.3g} "
+                                       f"(step {peak_step}) after warmup")
+                rho = self._tracking(run, lr)
+                if rho is not None:
+                    ev["grad_norm_lr_spearman"] = evidence_number(rho)
+                    if rho >= p.track_correlation:
+                        reasons.append(f"grad_norm tracks the LR schedule (Spearman {rho:.2f})")
+                if peak > high:
+                    reasons.append(f"the peak LR {peak:.3g} is above the {high:.0e} typical for "
+                                   f"{'LoRA' if lora else 'full-parameter'} RL fine-tuning")
+                if reasons:
+                    return self.observe(
+                        "too_high",
+                        f"Training was healthy for {good} records, then became unstable ({what}); "
+                        + "; ".join(reasons) + ".",
+                        0.75 if len(reasons) > 1 else 0.65,
+                        **ev,
+                    )
+        if peak < low:
+            plateau = self._plateau(run, ev)
+            if plateau:
+                return self.observe(
+                    "too_low",
+                    f"The peak LR {peak:.3g} is below the {low:.0e} typical for "
+                    f"{'LoRA' if lora else 'full-parameter'} RL fine-tuning and the run plateaus ({plateau}).",
+                    0.65,
+                    **ev,
+                )
+        return self.observe(
+            "plausible",
+            f"The learning rate (peak {peak:.3g}) does not explain the run: "
+            + ("no instability follows its schedule." if onset is None else
+               f"the instability at step {onset} ({what}) does not line up with the LR schedule."),
+            0.6,
+            **ev,
+        )
+
+    def _instability(self, run: Run, ev: dict[str, Any]) -> tuple[int | None, str]:
+        candidates: list[tuple[int, str]] = []
+        g = run.metrics.get("grad_norm")
+        if g is not None:
+            a = assess_grad_norm(g, GradNormParams())
+            if a is not None and a.status != "healthy" and a.onset_step is not None:
+                candidates.append((a.onset_step, f"grad_norm {a.status.replace('_', ' ')}"))
+                ev["grad_norm"] = {"metric": a.source, "status": a.status, "median": evidence_number(a.median)}
+        loss = run.metrics.get("loss")
+        if loss is not None:
+            ls = loss_spikes(loss)
+            if ls is not None and ls.spikes:
+                candidates.append((ls.spikes[0].step, "loss spikes"))
+                ev["loss_spikes"] = {"metric": ls.source, "spikes": [s.as_evidence() for s in ls.spikes[:5]]}
+        nonfinite = nonfinite_by_series(run)
+        if nonfinite:
+            s, nf = nonfinite[0]
+            candidates.append((nf.onset_step, f"NaN/Inf in {s.key}"))
+        if not candidates:
+            return None, ""
+        return min(candidates)
+
+    @staticmethod
+    def _first_step(run: Run) -> int | None:
+        g = run.metrics.get("grad_norm") or run.metrics.get("loss")
+        return int(g.steps[0]) if g is not None and len(g) else None
+
+    @staticmethod
+    def _records_before(run: Run, step: int) -> int:
+        g = run.metrics.get("grad_norm") or run.metrics.get("loss")
+        if g is None:
+            return 0
+        return int(np.sum((g.steps < step) & np.isfinite(g.values)))
+
+    @staticmethod
+    def _tracking(run: Run, lr: Any) -> float | None:
+        g = run.metrics.get("grad_norm")
+        if g is None or lr is None or len(lr) < 5:
+            return None
+        lr_at = dict(zip(lr.steps.tolist(), lr.values.tolist()))
+        pairs = [(lr_at[s], v) for s, v in zip(g.steps.tolist(), g.values.tolist()) if s in lr_at and np.isfinite(v)]
+        if len(pairs) < 5:
+            return None
+        a = np.asarray(pairs)
+        return _spearman(a[:, 0], a[:, 1])
+
+    def _plateau(self, run: Run, ev: dict[str, Any]) -> str:
+        p: LrParams = self.params  # type: ignore[assignment]
+        signs = []
+        try:
+            reward = assess_reward(run, RewardParams())
+        except Unavailable:
+            reward = None
+        if reward is not None and reward.status == "flat":
+            signs.append("the reward never improves")
+        loss = run.metrics.get("loss")
+        if loss is not None and len(loss.finite()) >= 10:
+            lf = loss.finite()
+            t = trend(lf.values, lf.steps)
+            first, final = float(np.median(head(lf.values))), float(np.median(tail(lf.values)))
+            ev["loss"] = {"metric": lf.source, "first_median": evidence_number(first),
+                          "final_median": evidence_number(final), "trend": t.as_evidence()}
+            if not t.falling(alpha=0.05) and abs(final - first) <= 0.05 * max(abs(first), 1e-12):
+                signs.append(f"the loss stays at {final:.3g}")
+        kl = run.metrics.get("kl") or run.metrics.get("ppo_kl")
+        tiny = False
+        if kl is not None and len(kl.finite()):
+            kmax = float(np.max(np.abs(kl.finite().values)))
+            ev["kl_max"] = {"metric": kl.source, "value": evidence_number(kmax)}
+            tiny = kmax <= p.tiny_kl
+            if tiny:
+                signs.append(f"KL never exceeds {kmax:.2g}: the policy barely moves")
+        if not signs or (len(signs) == 1 and tiny):
+            return ""
+        return ", ".join(signs)

@@ -1,0 +1,187 @@
+"""Where NaN / Inf first appear in the metrics, and whether training ever recovered.
+
+A NaN in one batch that is followed by finite steps is a bad batch (an empty or
+extreme sample: `data.bad_sample`); a NaN that persists from some step on is the
+model or the optimiser going non-finite (overflow, exploding gradients, FP8 scales).
+The axolotl guide's rule of thumb for which pass broke: "If grad_norm goes to NaN, the
+backward pass is the problem. If loss is NaN but grad_norm was fine on the previous
+step, the forward pass is the problem" — so the evidence says which went first, and
+how grad_norm moved before the onset (a climb first means an explosion, not a sample).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from triage.anomaly import NonFinite, evidence_number, nonfinite_onset, trend
+from triage.errors import Unavailable
+from triage.finding import Observation
+from triage.metrics import Series
+from triage.probe import Cost, Probe
+from triage.run.run import NEEDS_HELP
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+# The series that go non-finite when training does, in the order the evidence lists them.
+WATCHED = (
+    "grad_norm",
+    "loss",
+    "pg_loss",
+    "kl",
+    "ppo_kl",
+    "entropy",
+    "log_probs",
+    "ref_log_probs",
+    "rollout_log_probs",
+    "raw_reward",
+    "reward",
+    "advantages",
+    "logp_diff",
+)
+
+
+class NonfiniteParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_isolated: int = 3  # at most this many non-finite records, each followed by finite ones: a bad batch
+    trend_window: int = 10  # grad_norm values before the onset that the evidence quotes
+
+
+def watched_series(run: Run) -> list[Series]:
+    seen: set[str] = set()
+    out = []
+    for name in WATCHED:
+        s = run.metrics.get(name)
+        if s is not None and s.source not in seen and len(s):
+            seen.add(s.source)
+            out.append(s)
+    return out
+
+
+def nonfinite_by_series(run: Run) -> list[tuple[Series, NonFinite]]:
+    """Every watched series with a NaN / Inf, earliest onset first (grad_norm first on a tie)."""
+    found = []
+    for order, s in enumerate(watched_series(run)):
+        nf = nonfinite_onset(s.values, s.steps)
+        if nf is not None:
+            found.append((order, s, nf))
+    found.sort(key=lambda t: (t[2].onset_step, t[0]))
+    return [(s, nf) for _o, s, nf in found]
+
+
+def _describe(s: Series, nf: NonFinite) -> dict[str, Any]:
+    return {
+        "metric": s.source,
+        "onset_step": nf.onset_step,
+        "nonfinite_steps": list(nf.steps[:20]),
+        "nonfinite_count": len(nf.steps),
+        "records": nf.total,
+        "values": sorted({v for r in nf.runs for v in r.values}),
+        "recovered": not nf.persistent,
+        "finite_before": [evidence_number(v) for v in nf.finite_before],
+    }
+
+
+def grad_norm_before(run: Run, onset_step: int, window: int) -> dict[str, Any] | None:
+    """How grad_norm moved in the `window` finite records before a step."""
+    g = run.metrics.get("grad_norm")
+    if g is None:
+        return None
+    mask = (g.steps < onset_step) & np.isfinite(g.values)
+    values, steps = g.values[mask], g.steps[mask]
+    if values.size == 0:
+        return {"metric": g.source, "values": [], "note": "no finite grad_norm before the onset"}
+    last_vals, last_steps = values[-window:], steps[-window:]
+    earlier = values[:-window] if values.size > window else values[:1]
+    t = trend(last_vals, last_steps)
+    base = float(np.median(earlier))
+    return {
+        "metric": g.source,
+        "steps": [int(s) for s in last_steps],
+        "values": [evidence_number(v) for v in last_vals],
+        "last_over_earlier_median": evidence_number(float(last_vals[-1]) / base) if base > 0 else None,
+        "trend": t.as_evidence(),
+        "rising": t.rising(alpha=0.1) and float(last_vals[-1]) > 2 * base,
+    }
+
+
+class NonfiniteOnset(Probe):
+    """The first NaN/Inf in loss, grad_norm, rewards or log-probs, and whether training recovered."""
+
+    name = "nonfinite_onset"
+    outcomes = ("isolated", "persistent", "none")
+    needs = ("metrics",)
+    cost = Cost.STATIC
+    Params = NonfiniteParams
+
+    def examine(self, run: Run) -> Observation:
+        p: NonfiniteParams = self.params  # type: ignore[assignment]
+        series = watched_series(run)
+        if not series:
+            raise Unavailable(
+                "metrics", "no loss, grad_norm, reward or log-prob series in the metrics", NEEDS_HELP["metrics"]
+            )
+        found = nonfinite_by_series(run)
+        if not found:
+            return self.observe(
+                "none",
+                f"Every value of {len(series)} watched metrics is finite.",
+                0.9,
+                metrics=[s.source for s in series],
+                records=max(len(s) for s in series),
+            )
+        first_series, first = found[0]
+        evidence: dict[str, Any] = {
+            "onset_step": first.onset_step,
+            "onset_metric": first_series.source,
+            "metrics": [_describe(s, nf) for s, nf in found],
+            "finite_before": [evidence_number(v) for v in first.finite_before],
+        }
+        gn = grad_norm_before(run, first.onset_step, p.trend_window)
+        if gn is not None:
+            evidence["grad_norm_before"] = gn
+        grad = next(((s, nf) for s, nf in found if s.name == "grad_norm"), None)
+        loss = next(((s, nf) for s, nf in found if s.name in ("loss", "pg_loss")), None)
+        if grad is not None and loss is not None:
+            evidence["first_pass"] = "backward" if grad[1].onset_step <= loss[1].onset_step else "forward"
+        elif loss is not None:
+            evidence["first_pass"] = "forward"
+        elif grad is not None:
+            evidence["first_pass"] = "backward"
+
+        names = ", ".join(sorted({s.key for s, _nf in found}))
+        persistent = [(s, nf) for s, nf in found if nf.persistent]
+        worst = max(len(nf.steps) for _s, nf in found)
+        if persistent:
+            s, nf = min(persistent, key=lambda t: t[1].runs[-1].start_step)
+            start = nf.runs[-1].start_step
+            evidence["persistent_from_step"] = start
+            return self.observe(
+                "persistent",
+                f"{s.key} is non-finite from step {start} on and never recovers "
+                f"(first NaN/Inf at step {first.onset_step} in {first_series.key}; non-finite: {names}).",
+                0.85,
+                **evidence,
+            )
+        if worst > p.max_isolated:
+            return self.observe(
+                "persistent",
+                f"NaN/Inf recur: {worst} non-finite records from step {first.onset_step} on ({names}), "
+                "each time followed by finite steps — more than a single bad batch.",
+                0.6,
+                recurring=True,
+                **evidence,
+            )
+        steps = sorted({st for _s, nf in found for st in nf.steps})
+        return self.observe(
+            "isolated",
+            f"NaN/Inf only at step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))} ({names}); "
+            "training is finite again afterwards: one bad batch, not a diverged model.",
+            0.8,
+            isolated_steps=steps,
+            **evidence,
+        )

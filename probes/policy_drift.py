@@ -1,0 +1,218 @@
+"""How the policy has drifted: from its samplers, from the reference, from itself.
+
+The axolotl guide's GRPO red flags, read on the recent part of the run (the last 20%
+of records, at least 5), first that applies:
+
+1. `offpolicy_stale`: `sampling/importance_sampling_ratio/min` near 0 (healthy > 0.1) or
+   the sampling log-prob difference > 1 — the rollouts came from weights far older than
+   the policy being trained.
+2. `logprob_mismatch`: the engine's and the trainer's log-probs of the same tokens differ
+   (`train/train_rollout_logprob_abs_diff` / sampling difference > 0.1) while the IS ratios
+   are not degenerate — precision, kernels or a weight-sync problem, not staleness.
+3. `entropy_collapse`: entropy < 0.01 — near-deterministic, near-identical completions.
+4. `kl_divergence`: KL to the reference > 2 and rising fast.
+5. `clip_aggressive`: PPO clipping on > 30% of tokens.
+6. `length_hacking`: the mean response length rises monotonically towards the limit while
+   the reward rises.
+7. `none`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from triage.anomaly import Trend, evidence_number, head, tail, trend
+from triage.errors import Unavailable
+from triage.finding import Observation
+from triage.metrics import Series
+from triage.probe import Cost, Probe
+from triage.run.run import NEEDS_HELP
+
+from probes.truncation import response_length_limit
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+
+class DriftParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recent_fraction: float = 0.2  # the part of the run judged: the last 20% of records (at least 5)
+    is_ratio_min: float = 0.1  # healthy importance_sampling_ratio/min > 0.1
+    logp_stale: float = 1.0  # sampling logp difference > 1: far off-policy
+    logp_mismatch: float = 0.1  # healthy sampling logp difference < 0.1
+    train_rollout_kl: float = 0.1  # miles' train/train_rollout_kl above this is a mismatch
+    entropy_min: float = 0.01  # < 0.01 suggests mode collapse
+    kl_max: float = 2.0  # > 2.0: the policy has diverged from the reference
+    kl_growth: float = 2.0  # "rising fast": recent KL at least this multiple of the early KL, or a trend
+    clip_max: float = 0.3  # clip ratio > 0.3: clipping too aggressive
+    length_near_limit: float = 0.9  # recent mean length at this share of the limit counts as "at the limit"
+    trend_alpha: float = 0.01
+    min_tau: float = 0.5  # Kendall tau for "rises monotonically"
+
+
+def _recent(s: Series, fraction: float) -> float:
+    return float(np.median(tail(s.finite().values, fraction)))
+
+
+def _usable(s: Series | None) -> Series | None:
+    if s is None:
+        return None
+    f = s.finite()
+    return f if len(f) else None
+
+
+def _quote(s: Series, value: float, **extra: Any) -> dict[str, Any]:
+    return {"metric": s.source, "recent_median": evidence_number(value), "records": len(s),
+            "last_step": int(s.steps[-1]), **extra}
+
+
+class PolicyDrift(Probe):
+    """Off-policy staleness, train/rollout log-prob mismatch, entropy collapse, KL blow-up, clipping, length hacking."""
+
+    name = "policy_drift"
+    outcomes = (
+        "offpolicy_stale",
+        "logprob_mismatch",
+        "entropy_collapse",
+        "kl_divergence",
+        "clip_aggressive",
+        "length_hacking",
+        "none",
+    )
+    needs = ("metrics",)
+    cost = Cost.STATIC
+    Params = DriftParams
+
+    def examine(self, run: Run) -> Observation:
+        p: DriftParams = self.params  # type: ignore[assignment]
+        m = run.metrics
+        series = {name: _usable(m.get(name)) for name in
+                  ("is_ratio_min", "logp_diff", "train_rollout_kl", "entropy", "kl", "clip_ratio",
+                   "response_length", "raw_reward", "truncated_ratio")}
+        checked = [s.source for s in series.values() if s is not None]
+        if not checked:
+            raise Unavailable(
+                "metrics",
+                "none of IS ratio, log-prob difference, entropy, KL, clip ratio or response length was logged",
+                NEEDS_HELP["metrics"],
+            )
+        ev: dict[str, Any] = {"checked": checked}
+        f = p.recent_fraction
+
+        is_min, logp = series["is_ratio_min"], series["logp_diff"]
+        is_val = _recent(is_min, f) if is_min is not None else None
+        logp_val = _recent(logp, f) if logp is not None else None
+        if is_val is not None:
+            ev["is_ratio_min"] = _quote(is_min, is_val)
+        if logp_val is not None:
+            ev["logp_diff"] = _quote(logp, logp_val)
+        if (is_val is not None and is_val < p.is_ratio_min) or (logp_val is not None and logp_val > p.logp_stale):
+            why = []
+            if is_val is not None and is_val < p.is_ratio_min:
+                why.append(f"{is_min.key} = {is_val:.3g} (healthy > {p.is_ratio_min:g})")
+            if logp_val is not None and logp_val > p.logp_stale:
+                why.append(f"{logp.key} = {logp_val:.3g} (> {p.logp_stale:g})")
+            return self.observe(
+                "offpolicy_stale",
+                f"The rollouts are far off-policy: {' and '.join(why)} over the recent records — they were sampled "
+                "by weights much older than the policy being trained.",
+                0.8,
+                **ev,
+            )
+
+        tr_kl = series["train_rollout_kl"]
+        tr_val = _recent(tr_kl, f) if tr_kl is not None else None
+        if tr_val is not None:
+            ev["train_rollout_kl"] = _quote(tr_kl, tr_val)
+        if (logp_val is not None and logp_val > p.logp_mismatch) or (tr_val is not None and tr_val > p.train_rollout_kl):
+            what = (f"{logp.key} = {logp_val:.3g} (healthy < {p.logp_mismatch:g})" if logp_val is not None
+                    and logp_val > p.logp_mismatch else f"{tr_kl.key} = {tr_val:.3g}")
+            return self.observe(
+                "logprob_mismatch",
+                f"The trainer's and the engine's log-probs of the same tokens disagree: {what}, while the "
+                "importance-sampling ratios are not degenerate.",
+                0.75,
+                **ev,
+            )
+
+        ent = series["entropy"]
+        if ent is not None:
+            ent_val = _recent(ent, f)
+            ev["entropy"] = _quote(ent, ent_val, first_median=evidence_number(float(np.median(head(ent.values)))))
+            if ent_val < p.entropy_min:
+                return self.observe(
+                    "entropy_collapse",
+                    f"Entropy has collapsed to {ent_val:.3g} ({ent.source}; < {p.entropy_min:g}, from "
+                    f"{float(np.median(head(ent.values))):.3g} early on): the policy is near-deterministic.",
+                    0.8,
+                    **ev,
+                )
+
+        kl = series["kl"]
+        if kl is not None:
+            kl_val = _recent(kl, f)
+            kl_first = float(np.median(head(kl.values)))
+            t = trend(kl.values, kl.steps)
+            ev["kl"] = _quote(kl, kl_val, first_median=evidence_number(kl_first), trend=t.as_evidence())
+            rising_fast = t.rising(alpha=p.trend_alpha) or kl_val >= p.kl_growth * max(kl_first, 1e-12)
+            if kl_val > p.kl_max and rising_fast:
+                return self.observe(
+                    "kl_divergence",
+                    f"KL to the reference has reached {kl_val:.3g} ({kl.source}; > {p.kl_max:g}) and is rising "
+                    f"(from {kl_first:.3g} early on): the policy has drifted far from the reference.",
+                    0.8,
+                    **ev,
+                )
+
+        clip = series["clip_ratio"]
+        if clip is not None:
+            clip_val = _recent(clip, f)
+            ev["clip_ratio"] = _quote(clip, clip_val)
+            if clip_val > p.clip_max:
+                return self.observe(
+                    "clip_aggressive",
+                    f"PPO clipping hits {clip_val:.0%} of tokens ({clip.source}; > {p.clip_max:.0%}): the updates are "
+                    "too large for the clip range.",
+                    0.75,
+                    **ev,
+                )
+
+        hacking = self._length_hacking(run, series, p, ev)
+        if hacking is not None:
+            return hacking
+        return self.observe("none", f"No drift red flag in {len(checked)} metrics ({', '.join(checked)}).", 0.75, **ev)
+
+    def _length_hacking(self, run: Run, series: dict[str, Series | None], p: DriftParams,
+                        ev: dict[str, Any]) -> Observation | None:
+        length, reward = series["response_length"], series["raw_reward"]
+        if length is None or len(length) < 5:
+            return None
+        lt = trend(length.values, length.steps)
+        recent = _recent(length, p.recent_fraction)
+        limit = response_length_limit(run)
+        ev["response_length"] = _quote(length, recent, first_median=evidence_number(float(np.median(head(length.values)))),
+                                       trend=lt.as_evidence())
+        near_limit: bool
+        if limit is not None:
+            ev["response_length"]["limit"] = {"arg": limit[0], "value": limit[1]}
+            near_limit = recent >= p.length_near_limit * limit[1]
+        else:
+            trunc = series["truncated_ratio"]
+            near_limit = trunc is not None and _recent(trunc, p.recent_fraction) >= 0.5
+        rt: Trend | None = trend(reward.values, reward.steps) if reward is not None and len(reward) >= 5 else None
+        if rt is not None:
+            ev["reward_trend"] = {"metric": reward.source, **rt.as_evidence()}
+        if lt.rising(alpha=p.trend_alpha, min_tau=p.min_tau) and near_limit and rt is not None and rt.rising(alpha=0.05):
+            where = f"the limit {limit[0]}={limit[1]}" if limit is not None else "the limit (most responses truncated)"
+            return self.observe(
+                "length_hacking",
+                f"The mean response length climbs monotonically (Kendall tau {lt.tau:.2f}) to {recent:.0f} tokens, "
+                f"at {where}, while the reward rises: the policy is gaming the reward with length.",
+                0.7,
+                **ev,
+            )
+        return None

@@ -1,0 +1,185 @@
+"""slime's own first-step checks: at rollout 0 the policy *is* the reference.
+
+Before the first update the actor and the reference model hold the same weights, so
+the guides' first numeric check is exact: `rollout/log_probs == rollout/ref_log_probs`
+(KL = 0), `train/ppo_kl` and `train/kl_loss` = 0 at step 0 (slime's CI asserts
+`< 1e-8`), and the per-token log-probs are small (`-1 < log_probs < 0` in CI).
+
+- A difference at all means the two forward passes disagree on identical weights:
+  typically non-deterministic kernels (fused attention under context parallelism;
+  `--attention-backend flash`), or an MoE run without `--moe-permute-fusion`.
+- A per-token |log_prob| far above 1 means the model computes something else than it
+  was trained to: "very large values usually indicate a training configuration error".
+- A value only somewhat above the SFT-loss baseline (e.g. 0.8 for an instruct model)
+  means the data does not follow the model's chat template or cold-start distribution.
+
+Precedence: `logprob_extreme` (a wrong configuration makes every other number
+meaningless), then `kl_nonzero`, then `logprob_elevated`, else `hold`. HF Trainer runs
+only log `kl`; for them the check is `kl` at logged step 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from triage.anomaly import evidence_number
+from triage.errors import Unavailable
+from triage.finding import Observation
+from triage.probe import Cost, Probe
+from triage.run.run import NEEDS_HELP
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+
+class Step1Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kl_tol: float = 1e-8  # slime CI: |log_probs - ref_log_probs| < 1e-8, ppo_kl < 1e-8
+    logprob_elevated: float = 0.6  # per-token |log_prob| above a healthy instruct model
+    logprob_extreme: float = 3.0  # "very large": a configuration error
+
+
+@dataclass
+class Step1Readings:
+    """The first-step numbers found in a run, with the metric each came from."""
+
+    log_probs: tuple[str, float] | None = None  # (source, value) at rollout 0
+    ref_log_probs: tuple[str, float] | None = None
+    kls: list[tuple[str, int, float]] = field(default_factory=list)  # (source, step, value)
+    resumed_at: dict[str, int] = field(default_factory=dict)  # kind -> first index when not 0
+
+    def empty(self) -> bool:
+        return self.log_probs is None and self.ref_log_probs is None and not self.kls
+
+    def logprob_magnitude(self) -> float | None:
+        return abs(self.log_probs[1]) if self.log_probs is not None else None
+
+    def log_prob_gap(self) -> float | None:
+        if self.log_probs is None or self.ref_log_probs is None:
+            return None
+        return abs(self.log_probs[1] - self.ref_log_probs[1])
+
+
+def read_step1(run: Run) -> Step1Readings:
+    """Collect rollout 0's log-probs and step 0's KL numbers (HF: `kl` at step 1)."""
+    found = Step1Readings()
+    metrics = run.metrics
+    first_rollout = metrics.first("rollout")
+    if first_rollout is not None:
+        index, record = first_rollout
+        if index != 0:
+            found.resumed_at["rollout"] = index
+        else:
+            for key in ("rollout/log_probs", "rollout/rollout_log_probs"):
+                if key in record:
+                    found.log_probs = (f"rollout:{key}", record[key])
+                    break
+            if "rollout/ref_log_probs" in record:
+                found.ref_log_probs = ("rollout:rollout/ref_log_probs", record["rollout/ref_log_probs"])
+            if "rollout/kl" in record:
+                found.kls.append(("rollout:rollout/kl", 0, record["rollout/kl"]))
+    first_step = metrics.first("step")
+    if first_step is not None:
+        index, record = first_step
+        if index != 0:
+            found.resumed_at["step"] = index
+        else:
+            for key in ("train/ppo_kl", "train/kl_loss"):
+                if key in record:
+                    found.kls.append((f"step:{key}", 0, record[key]))
+    if first_rollout is None and first_step is None:
+        kl = metrics.raw("hf", "kl")
+        if kl is not None and len(kl) and int(kl.steps[0]) <= 1:
+            found.kls.append((kl.source, int(kl.steps[0]), float(kl.values[0])))
+    return found
+
+
+def _bad(value: float, tol: float) -> bool:
+    return not math.isfinite(value) or abs(value) >= tol
+
+
+class Step1Invariants(Probe):
+    """At the first step log_probs must equal ref_log_probs, KL must be 0 and |log_probs| small."""
+
+    name = "step1_invariants"
+    outcomes = ("hold", "kl_nonzero", "logprob_extreme", "logprob_elevated")
+    needs = ("metrics",)
+    cost = Cost.STATIC
+    Params = Step1Params
+
+    def examine(self, run: Run) -> Observation:
+        p: Step1Params = self.params  # type: ignore[assignment]
+        if run.metrics.empty():
+            raise Unavailable("metrics", "the run has no metric records", NEEDS_HELP["metrics"])
+        r = read_step1(run)
+        if r.empty():
+            if r.resumed_at:
+                where = ", ".join(f"{kind} {i}" for kind, i in r.resumed_at.items())
+                raise Unavailable(
+                    "metrics",
+                    f"the metrics start at {where} (a resumed run); the step-1 invariants hold only at the first "
+                    "rollout of a fresh run",
+                    "keep the log of the job's first rollout (`rollout 0:` and `step 0:` lines)",
+                )
+            raise Unavailable(
+                "metrics",
+                "no rollout 0 log_probs / ref_log_probs and no step 0 ppo_kl / kl_loss in the metrics",
+                "keep the job log from its start: slime prints `rollout 0: {...}` and `step 0: {...}`",
+            )
+
+        evidence: dict[str, Any] = {}
+        if r.log_probs is not None:
+            evidence["log_probs"] = {"metric": r.log_probs[0], "rollout": 0, "value": evidence_number(r.log_probs[1])}
+        if r.ref_log_probs is not None:
+            evidence["ref_log_probs"] = {"metric": r.ref_log_probs[0], "rollout": 0,
+                                         "value": evidence_number(r.ref_log_probs[1])}
+        gap = r.log_prob_gap()
+        if gap is not None:
+            evidence["log_prob_difference"] = evidence_number(gap)
+        if r.kls:
+            evidence["kl"] = [{"metric": src, "step": step, "value": evidence_number(v)} for src, step, v in r.kls]
+        evidence["thresholds"] = {"kl_tol": p.kl_tol, "logprob_elevated": p.logprob_elevated,
+                                  "logprob_extreme": p.logprob_extreme}
+
+        magnitude = r.logprob_magnitude()
+        if magnitude is not None and (not math.isfinite(magnitude) or magnitude >= p.logprob_extreme):
+            return self.observe(
+                "logprob_extreme",
+                f"At rollout 0 the per-token log-prob is {r.log_probs[1]:.4g} ({r.log_probs[0]}), far beyond "
+                f"{p.logprob_extreme:g} in magnitude: very large values usually indicate a training configuration error.",
+                0.85,
+                **evidence,
+            )
+        offending = []
+        if gap is not None and _bad(gap, p.kl_tol):
+            offending.append(f"|log_probs - ref_log_probs| = {gap:.3g} at rollout 0")
+        offending += [f"{src.split(':', 1)[1]} = {v:.3g} at step {step}" for src, step, v in r.kls if _bad(v, p.kl_tol)]
+        if offending:
+            return self.observe(
+                "kl_nonzero",
+                f"The policy already differs from the reference before any update ({'; '.join(offending)}; "
+                f"must be < {p.kl_tol:g}): the two forward passes disagree on identical weights.",
+                0.85,
+                **evidence,
+            )
+        if magnitude is not None and magnitude >= p.logprob_elevated:
+            return self.observe(
+                "logprob_elevated",
+                f"At rollout 0 the per-token log-prob is {r.log_probs[1]:.4g}, above the {p.logprob_elevated:g} an "
+                "instruct model reaches on its own distribution: the data may not follow the model's chat template.",
+                0.65,
+                **evidence,
+            )
+        checked = []
+        if gap is not None:
+            checked.append(f"log_probs == ref_log_probs (difference {gap:.3g})")
+        if r.kls:
+            checked.append("KL = 0 (" + ", ".join(src.split(":", 1)[1] for src, _s, _v in r.kls) + ")")
+        if magnitude is not None:
+            checked.append(f"|log_probs| = {magnitude:.3g} per token")
+        return self.observe("hold", "The first-step invariants hold: " + "; ".join(checked) + ".", 0.8, **evidence)

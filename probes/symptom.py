@@ -1,0 +1,343 @@
+"""The run's primary symptom: what the entry graph dispatches on.
+
+Every check below runs, and the evidence lists every symptom seen (so a report can say
+"also: grad-norm spikes"); the outcome is the first in this precedence order, from the
+most to the least decisive:
+
+1. `error_exit` — a fatal error or traceback ends the job (not warnings, not HTTP errors
+   that were retried, not an error the job survived: one followed by two or more
+   progress lines in the same file, unless the run is known to have failed). NCCL
+   watchdog timeouts alone, with hang evidence, are a hang, not a crash. Progress is a
+   `Finish rollout` sample, a Relax progress line, a checkpoint save or a weight update.
+   `ignore_errors` skips this (used after an unrecognised crash, to fall through to the
+   metric symptoms).
+2. `stuck_at_submission` — Ray placement-group wait lines and no step / rollout record:
+   the job never got its GPUs.
+3. `hang` — flight-recorder dumps; or a timer that started and never ended together
+   with NCCL watchdog / timeout lines; or a run marked running whose log has not been
+   written for `stall_s` seconds.
+4. `garbled_rollouts` — the first rollout's responses (its `Finish rollout` sample, the
+   lowest-id rollout dump) are not text: checkpoint loading / conversion territory.
+5. `step1_anomaly` — slime's first-step invariants fail: log_probs != ref_log_probs,
+   ppo_kl / kl_loss != 0 at step 0, or |log_probs| >= 1 per token.
+6. `nonfinite` — NaN / Inf in loss, grad_norm, rewards or log-probs.
+7. `grad_explosion` — grad_norm spikes (robust z, > 100) or sustained growth (> 10), or
+   loss spikes of 2x and more.
+8. `truncation` — most responses hit the length limit (ratio > 0.8).
+9. `reward_flat` — the reward is constantly 0, has no spread, or never improves.
+10. `policy_drift` — entropy collapse, KL blow-up, aggressive clipping, stale or
+    mismatched log-probs, length hacking.
+11. `no_symptom`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from triage.errors import Unavailable
+from triage.finding import Observation
+from triage.probe import Cost, Probe
+from triage.run.run import NEEDS_HELP
+from triage.text_quality import garble_score, judge_texts
+
+from probes.error_signatures import scan
+from probes.grad_norm_health import GradNormHealth, loss_spikes
+from probes.nonfinite_onset import NonfiniteOnset
+from probes.policy_drift import PolicyDrift
+from probes.reward_signal import RewardSignal
+from probes.rollout_text import dump_samples, examples, log_samples, verdict_evidence
+from probes.step1_invariants import Step1Invariants
+from probes.truncation import Truncation
+
+if TYPE_CHECKING:
+    from triage.formats.log_index import LogLine
+    from triage.run.run import Run
+
+PRECEDENCE = (
+    "error_exit",
+    "stuck_at_submission",
+    "hang",
+    "garbled_rollouts",
+    "step1_anomaly",
+    "nonfinite",
+    "grad_explosion",
+    "truncation",
+    "reward_flat",
+    "policy_drift",
+)
+# Log lines that show the job moving on (besides `Finish rollout: …` samples).
+PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_update")
+RETRYING = re.compile(r"retrying|\battempt \d+/\d+", re.I)
+# What the NCCL watchdog prints when a collective never completes (and the abort it triggers).
+HANG_LINE = re.compile(r"Watchdog caught collective operation timeout|timed out|timeout|watchdog|DistBackendError", re.I)
+
+
+def _sentence(text: str) -> str:
+    """Capitalise a plain first word (never a metric key such as `train/grad_norm`) and end with a period."""
+    first = text.split(" ", 1)[0]
+    if first.isalpha() and first.islower():
+        text = text[0].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
+
+
+class SymptomParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ignore_errors: bool = False  # fall through a crash to the metric symptoms
+    step1_logprob: float = 1.0  # |log_probs| per token at rollout 0 that is a symptom ("large, e.g. > 1")
+    first_rollout_samples: int = 3  # Finish-rollout samples read as "the first rollout"
+    stall_s: float = 1800.0  # a running job whose log is this old is hanging
+    survived_after: int = 2  # progress lines after an error that show the job went on
+
+
+class Symptom(Probe):
+    """The run's primary symptom (crash, hang, stuck, garbled, step-1, NaN, grad explosion, truncation, reward, drift)."""
+
+    name = "symptom"
+    outcomes = (*PRECEDENCE, "no_symptom")
+    needs = ()
+    cost = Cost.STATIC
+    Params = SymptomParams
+
+    def examine(self, run: Run) -> Observation:
+        p: SymptomParams = self.params  # type: ignore[assignment]
+        has_log = bool(run.artifacts.logs)
+        has_metrics = not run.metrics.empty()
+        has_dumps = bool(run.rollout_dump_paths())
+        if not (has_log or has_metrics or has_dumps or run.artifacts.flight_recorder):
+            raise Unavailable("log", "the run has no log, no metrics and no rollout dumps to classify",
+                              NEEDS_HELP["log"])
+
+        seen: dict[str, dict[str, Any]] = {}
+        hang = self._hang(run, p)
+        if has_log:
+            crash = self._error_exit(run, p, hang_evidence=hang is not None)
+            if crash is not None:
+                seen["error_exit"] = crash
+            stuck = self._stuck(run)
+            if stuck is not None:
+                seen["stuck_at_submission"] = stuck
+        if hang is not None:
+            seen["hang"] = hang
+        garbled = self._garbled(run, p)
+        if garbled is not None:
+            seen["garbled_rollouts"] = garbled
+        if has_metrics:
+            for name, check in (
+                ("step1_anomaly", self._step1),
+                ("nonfinite", self._nonfinite),
+                ("grad_explosion", self._grad),
+                ("truncation", self._truncation),
+                ("reward_flat", self._reward),
+                ("policy_drift", self._drift),
+            ):
+                found = check(run, p)
+                if found is not None:
+                    seen[name] = found
+
+        order = [s for s in PRECEDENCE if s in seen]
+        skipped = []
+        if p.ignore_errors and "error_exit" in order:
+            order.remove("error_exit")
+            skipped.append("error_exit")
+        evidence: dict[str, Any] = {
+            "symptoms_seen": [s for s in PRECEDENCE if s in seen],
+            "precedence": list(PRECEDENCE),
+            "details": seen,
+            "inputs": {"log": has_log, "metrics": has_metrics, "rollout_dumps": has_dumps,
+                       "flight_recorder": bool(run.artifacts.flight_recorder)},
+        }
+        if skipped:
+            evidence["ignored"] = skipped
+        if not order:
+            what = [k.replace("_", " ") for k, v in evidence["inputs"].items() if v]
+            listed = " and ".join([", ".join(what[:-1]), what[-1]] if len(what) > 1 else what)
+            return self.observe(
+                "no_symptom",
+                f"No symptom in the run's {listed}: no fatal error, hang or garbled rollout, and the metrics "
+                "stay in the guides' healthy ranges." + (" (The crash was set aside.)" if skipped else ""),
+                0.7,
+                **evidence,
+            )
+        chosen = order[0]
+        summary = seen[chosen]["reason"]
+        if order[1:]:
+            summary += f" (also seen: {', '.join(o.replace('_', ' ') for o in order[1:])})"
+        return self.observe(chosen, _sentence(summary), seen[chosen].get("confidence", 0.8), **evidence)
+
+    # --- error exit, submission, hang --------------------------------------------------
+
+    def _error_exit(self, run: Run, p: SymptomParams, hang_evidence: bool) -> dict[str, Any] | None:
+        log = run.log
+        result = scan(log)
+        progress: dict[str, list[int]] = {}
+        for line in [*log.finish_rollouts, *(n for n in log.notable if n.tag in PROGRESS_TAGS)]:
+            progress.setdefault(line.path, []).append(line.line_no)
+        failed = (run.status or "").lower() == "failed"
+
+        def survived(line: LogLine) -> bool:
+            if failed:
+                return False
+            later = [n for n in progress.get(line.path, []) if n > line.line_no]
+            return len(later) >= p.survived_after
+
+        candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
+        for m in result.matches:
+            if RETRYING.search(m.line.text) or survived(m.line):
+                continue
+            candidates.append((m.order, m.line, m.signature.outcome, m.signature.role))
+        for line, order, _frames in result.fatal_lines:
+            if RETRYING.search(line.text) or survived(line):
+                continue
+            candidates.append((order, line, "other_error", "root"))
+        if not candidates:
+            return None
+        if hang_evidence and all(HANG_LINE.search(c[1].text) for c in candidates):
+            return None  # the watchdog timeouts (and the abort they trigger) of a hang, not a crash of their own
+        roots = [c for c in candidates if c[3] == "root"]
+        order, line, kind, _role = min(roots or candidates, key=lambda c: c[0])
+        return {
+            "reason": f"the job stopped on an error: `{line.text[:160]}` at {line.where()}",
+            "confidence": 0.9 if roots else 0.7,
+            "error": kind,
+            "where": line.where(),
+            "text": line.text[:500],
+            "error_lines": len(candidates),
+        }
+
+    @staticmethod
+    def _stuck(run: Run) -> dict[str, Any] | None:
+        log = run.log
+        waits = log.placement_group_waits
+        table = run.metrics.table
+        if not waits or table.count("step") or table.count("rollout"):
+            return None
+        last = waits[-1]
+        return {
+            "reason": (f"the job waited for a Ray placement group of {last.gpus_needed} GPUs "
+                       f"({last.elapsed_s:.0f}s, {last.gpus_available} available of {last.gpus_registered} registered) "
+                       "and never logged a step or rollout"),
+            "confidence": 0.9,
+            "gpus_needed": last.gpus_needed,
+            "gpus_registered": last.gpus_registered,
+            "gpus_available": last.gpus_available,
+            "waited_s": last.elapsed_s,
+            "where": last.line.where(),
+            "wait_lines": len(waits),
+        }
+
+    @staticmethod
+    def _hang(run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        if run.artifacts.flight_recorder:
+            return {"reason": f"the job left {len(run.artifacts.flight_recorder)} NCCL flight-recorder dump(s), "
+                              "written when a collective times out",
+                    "confidence": 0.85, "flight_recorder": [str(x.name) for x in run.artifacts.flight_recorder[:16]]}
+        if not run.artifacts.logs:
+            return None
+        log = run.log
+        open_timers = {name: t.started_not_ended for name, t in log.timers.items() if t.started_not_ended}
+        timeout_lines = [line for line in [*log.errors, *log.notable]
+                         if HANG_LINE.search(line.text) and re.search(r"NCCL|collective|watchdog", line.text, re.I)]
+        if open_timers and timeout_lines:
+            first = min(timeout_lines, key=lambda line: (line.path, line.line_no))
+            return {"reason": f"timer(s) {', '.join(sorted(open_timers))} started and never ended, and NCCL timed out "
+                              f"(`{first.text[:120]}` at {first.where()})",
+                    "confidence": 0.8, "open_timers": open_timers, "where": first.where()}
+        if (run.status or "").lower() == "running":
+            try:
+                newest = max(path.stat().st_mtime for path in run.artifacts.logs)
+            except OSError:
+                return None
+            idle = time.time() - newest
+            if idle >= p.stall_s:
+                return {"reason": f"the job is marked running but its log has not been written for {idle / 60:.0f} "
+                                  "minutes", "confidence": 0.7, "idle_s": round(idle), "open_timers": open_timers}
+        return None
+
+    # --- rollouts ---------------------------------------------------------------------
+
+    @staticmethod
+    def _garbled(run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        first = log_samples(run)[: p.first_rollout_samples]
+        if first:
+            scores = [garble_score(s.response) for s in first]
+            bad = [s >= 0.5 for s in scores]
+            if bad[0] and sum(bad) * 2 >= len(bad):
+                return {"reason": f"the first rollout's response is garbled (garble score {scores[0]:.2f} at "
+                                  f"{first[0].where})",
+                        "confidence": 0.8, "scores": [round(s, 3) for s in scores], "examples": examples(first)}
+        samples, _problems = dump_samples(run, per_dump=64, max_dumps=1)
+        if samples:
+            verdict = judge_texts(s.response for s in samples)
+            if verdict.garbled:
+                return {"reason": f"{verdict.garbled_fraction:.0%} of the responses in the first rollout dump "
+                                  f"({samples[0].where.split('#')[0]}) are garbled",
+                        "confidence": 0.85, **verdict_evidence(verdict), "examples": examples(samples)}
+        return None
+
+    # --- metrics ----------------------------------------------------------------------
+
+    @staticmethod
+    def _run(probe: Probe, run: Run) -> Observation | None:
+        try:
+            return probe.examine(run)
+        except Unavailable:
+            return None
+
+    def _step1(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        obs = self._run(Step1Invariants(), run)
+        if obs is None or obs.outcome == "hold":
+            return None
+        magnitude = obs.evidence.get("log_probs", {}).get("value")
+        if obs.outcome == "logprob_elevated" and (not isinstance(magnitude, (int, float)) or abs(magnitude) < p.step1_logprob):
+            return None
+        return {"reason": obs.summary.rstrip("."), "confidence": obs.confidence, "probe_outcome": obs.outcome,
+                **{k: v for k, v in obs.evidence.items() if k != "thresholds"}}
+
+    def _nonfinite(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        obs = self._run(NonfiniteOnset(), run)
+        if obs is None or obs.outcome == "none":
+            return None
+        return {"reason": obs.summary.rstrip("."), "confidence": 0.85, "probe_outcome": obs.outcome,
+                "onset_step": obs.evidence.get("onset_step"), "onset_metric": obs.evidence.get("onset_metric")}
+
+    def _grad(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        obs = self._run(GradNormHealth(), run)
+        loss = run.metrics.get("loss")
+        ls = loss_spikes(loss) if loss is not None else None
+        if obs is not None and obs.outcome != "healthy":
+            out = {"reason": obs.summary.rstrip("."), "confidence": obs.confidence, "probe_outcome": obs.outcome,
+                   "metric": obs.evidence.get("metric"), "onset_step": obs.evidence.get("onset_step")}
+            if ls is not None and ls.spikes:
+                out["loss_spikes"] = [s.as_evidence() for s in ls.spikes[:5]]
+            return out
+        if ls is not None and ls.spikes:
+            top = max(ls.spikes, key=lambda s: s.ratio)
+            return {"reason": f"the loss jumps {top.ratio:.1f}x over its running level at step {top.step} "
+                              f"({ls.source}, {len(ls.spikes)} spike(s))",
+                    "confidence": 0.65, "probe_outcome": "loss_spikes", "metric": ls.source,
+                    "loss_spikes": [s.as_evidence() for s in ls.spikes[:5]], "onset_step": ls.spikes[0].step}
+        return None
+
+    def _truncation(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        obs = self._run(Truncation(), run)
+        if obs is None or obs.outcome != "mostly_truncated":
+            return None
+        return {"reason": obs.summary.rstrip("."), "confidence": obs.confidence,
+                **{k: obs.evidence[k] for k in ("metric", "ratio", "limit") if k in obs.evidence}}
+
+    def _reward(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        obs = self._run(RewardSignal(), run)
+        if obs is None or obs.outcome == "improving":
+            return None
+        return {"reason": obs.summary.rstrip("."), "confidence": obs.confidence, "probe_outcome": obs.outcome}
+
+    def _drift(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        obs = self._run(PolicyDrift(), run)
+        if obs is None or obs.outcome == "none":
+            return None
+        return {"reason": obs.summary.rstrip("."), "confidence": obs.confidence, "probe_outcome": obs.outcome}

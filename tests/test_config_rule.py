@@ -1,0 +1,340 @@
+"""config_rule: the guides' configuration rules, each with its arithmetic in the evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from probes.config_rule import ConfigRule
+from triage.errors import Unavailable
+from triage.run import open_run
+
+BASE = "python3 train.py --hf-checkpoint /root/Qwen3-4B --prompt-data /root/dapo-math-17k.jsonl"
+
+
+def make_run(tmp_path: Path, flags: str = "", log: str | None = None, manifest: str | None = None):
+    (tmp_path / "cmdline.txt").write_text(f"{BASE} {flags}\n", encoding="utf-8")
+    if log is not None:
+        (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    if manifest is not None:
+        (tmp_path / "triage.yaml").write_text(manifest, encoding="utf-8")
+    return open_run(str(tmp_path))
+
+
+def rule(name: str, run):
+    probe = ConfigRule(ConfigRule.parse_params({"rule": name}, "test"))
+    return probe.examine(run)
+
+
+def hf_dir(tmp_path: Path, config: dict, generation: dict | None) -> Path:
+    d = tmp_path / "Qwen3-4B"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (d / "model.safetensors").write_bytes(b"")
+    if generation is not None:
+        (d / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
+    return d
+
+
+PG_WAIT = (
+    "[2026-08-01 10:00:00] train.py:30 - Creating placement groups\n"
+    "[2026-08-01 10:00:30] placement_group.py:64 - Waiting for placement group of 24 GPUs (elapsed 30s): "
+    "16 GPUs registered with Ray, 16 available.\n"
+    "[2026-08-01 10:01:00] placement_group.py:64 - Waiting for placement group of 24 GPUs (elapsed 60s): "
+    "16 GPUs registered with Ray, 16 available.\n"
+)
+GPUS = "--actor-num-nodes 2 --actor-num-gpus-per-node 8 --rollout-num-gpus 8"
+
+
+# gpu_count -----------------------------------------------------------------------------
+
+
+def test_gpu_count_disaggregated_needs_more_than_the_cluster(tmp_path):
+    obs = rule("gpu_count", make_run(tmp_path, GPUS, log=PG_WAIT))
+    assert obs.outcome == "violated"
+    ev = obs.evidence
+    assert ev["arithmetic"] == "2*8 + 8 = 24 > 16"
+    assert ev["gpus_needed"] == 24 and ev["cluster_gpus"] == 16
+    assert ev["placement_group_gpus"] == 24 and ev["waited_s"] == 60
+    assert ev["wait_line"]["where"].endswith("job.log:3")
+    assert "24 GPUs" in obs.summary and "16" in obs.summary
+
+
+def test_gpu_count_colocated_fits(tmp_path):
+    log = PG_WAIT.replace("of 24 GPUs", "of 16 GPUs").replace("16 available", "8 available")
+    obs = rule("gpu_count", make_run(tmp_path, GPUS + " --colocate", log=log))
+    assert obs.outcome == "satisfied"
+    assert obs.evidence["arithmetic"] == "2*8 = 16 <= 16"
+    assert obs.evidence["colocate"] is True
+    assert "other jobs hold the rest" in obs.summary  # only 8 of 16 free
+
+
+def test_gpu_count_from_the_manifest_cluster_size(tmp_path):
+    obs = rule("gpu_count", make_run(tmp_path, "--actor-num-nodes 1 --actor-num-gpus-per-node 8 --rollout-num-gpus 4",
+                                     manifest="args:\n  cluster_gpus: 8\n"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["arithmetic"] == "1*8 + 4 = 12 > 8"
+
+
+def test_gpu_count_without_gpu_args_is_not_applicable(tmp_path):
+    assert rule("gpu_count", make_run(tmp_path, "--rollout-batch-size 32", log=PG_WAIT)).outcome == "not_applicable"
+
+
+def test_gpu_count_without_the_cluster_size_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        rule("gpu_count", make_run(tmp_path, GPUS))
+    assert "placement-group" in exc.value.reason
+
+
+# global_batch --------------------------------------------------------------------------
+
+
+def test_global_batch_mismatch(tmp_path):
+    run = make_run(tmp_path, "--rollout-batch-size 32 --n-samples-per-prompt 8 --num-steps-per-rollout 2 --global-batch-size 64")
+    obs = rule("global_batch", run)
+    assert obs.outcome == "violated"
+    assert obs.evidence["arithmetic"] == "32*8 // 2 = 128 != 64"
+    assert obs.evidence["expected_global_batch_size"] == 128
+
+
+def test_global_batch_consistent(tmp_path):
+    run = make_run(tmp_path, "--rollout-batch-size 32 --n-samples-per-prompt 8 --num-steps-per-rollout 2 --global-batch-size 128")
+    obs = rule("global_batch", run)
+    assert obs.outcome == "satisfied"
+    assert obs.evidence["arithmetic"] == "32*8 // 2 = 128 == 128"
+
+
+def test_global_batch_not_whole_steps(tmp_path):
+    obs = rule("global_batch", make_run(tmp_path, "--rollout-batch-size 32 --n-samples-per-prompt 8 --global-batch-size 100"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["arithmetic"] == "32*8 = 256, not a multiple of 100"
+
+
+def test_global_batch_without_rollout_batch_is_not_applicable(tmp_path):
+    assert rule("global_batch", make_run(tmp_path, "--global-batch-size 64")).outcome == "not_applicable"
+
+
+# max_tokens_per_gpu --------------------------------------------------------------------
+
+
+def test_max_tokens_per_gpu_above_response_len_over_cp(tmp_path):
+    run = make_run(tmp_path, "--use-dynamic-batch-size --max-tokens-per-gpu 16384 --rollout-max-response-len 8192 "
+                             "--context-parallel-size 2")
+    obs = rule("max_tokens_per_gpu", run)
+    assert obs.outcome == "violated"
+    assert obs.evidence["arithmetic"] == "16384 > 8192/2 = 4096"
+    assert obs.evidence["safe_max_tokens_per_gpu"] == 4096
+
+
+def test_max_tokens_per_gpu_at_the_safe_start(tmp_path):
+    run = make_run(tmp_path, "--use-dynamic-batch-size --max-tokens-per-gpu 4096 --rollout-max-response-len 8192 "
+                             "--context-parallel-size 2")
+    obs = rule("max_tokens_per_gpu", run)
+    assert obs.outcome == "satisfied"
+    assert obs.evidence["arithmetic"] == "4096 <= 8192/2 = 4096"
+
+
+def test_max_tokens_per_gpu_without_dynamic_batch_has_no_effect(tmp_path):
+    obs = rule("max_tokens_per_gpu", make_run(tmp_path, "--max-tokens-per-gpu 16384 --rollout-max-response-len 8192"))
+    assert obs.outcome == "not_applicable"
+    assert "no effect without --use-dynamic-batch-size" in obs.summary
+
+
+def test_max_tokens_per_gpu_unknown_response_len_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        rule("max_tokens_per_gpu", make_run(tmp_path, "--use-dynamic-batch-size --max-tokens-per-gpu 9216"))
+    assert "rollout_max_response_len" in exc.value.reason
+
+
+# moe_permute_fusion --------------------------------------------------------------------
+
+
+def test_moe_without_permute_fusion(tmp_path):
+    obs = rule("moe_permute_fusion", make_run(tmp_path, "--num-experts 64 --moe-router-topk 8"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["num_experts"] == 64 and obs.evidence["moe_permute_fusion"] is False
+
+
+def test_moe_with_permute_fusion(tmp_path):
+    assert rule("moe_permute_fusion", make_run(tmp_path, "--num-experts 64 --moe-permute-fusion")).outcome == "satisfied"
+
+
+def test_moe_known_from_the_hf_config(tmp_path):
+    hf_dir(tmp_path, {"model_type": "qwen3_moe", "num_experts": 128, "vocab_size": 151936}, {"eos_token_id": 151645})
+    obs = rule("moe_permute_fusion", make_run(tmp_path))
+    assert obs.outcome == "violated"
+    assert obs.evidence["num_experts"] == 128 and obs.evidence["experts_from"] == "HF config.json"
+
+
+def test_dense_model_permute_fusion_not_applicable(tmp_path):
+    assert rule("moe_permute_fusion", make_run(tmp_path, "--tensor-model-parallel-size 2")).outcome == "not_applicable"
+
+
+# cp_attention_backend ------------------------------------------------------------------
+
+
+def test_cp_without_flash_attention(tmp_path):
+    obs = rule("cp_attention_backend", make_run(tmp_path, "--context-parallel-size 2"))
+    assert obs.outcome == "violated"
+    assert obs.evidence == {"rule": "cp_attention_backend", "context_parallel_size": 2, "attention_backend": "auto"}
+
+
+def test_cp_with_flash_attention(tmp_path):
+    obs = rule("cp_attention_backend", make_run(tmp_path, "--context-parallel-size 2 --attention-backend flash"))
+    assert obs.outcome == "satisfied"
+
+
+def test_no_cp_is_not_applicable(tmp_path):
+    assert rule("cp_attention_backend", make_run(tmp_path, "--attention-backend fused")).outcome == "not_applicable"
+
+
+# stop_tokens ---------------------------------------------------------------------------
+
+
+def test_no_stop_tokens_anywhere(tmp_path):
+    hf_dir(tmp_path, {"model_type": "qwen2", "vocab_size": 151936}, {"do_sample": True})
+    obs = rule("stop_tokens", make_run(tmp_path))
+    assert obs.outcome == "violated"
+    assert obs.evidence["generation_config"] is True
+    assert obs.evidence["generation_eos_token_id"] is None and obs.evidence["config_eos_token_id"] is None
+    assert obs.confidence >= 0.9
+
+
+def test_only_config_eos_is_a_weaker_violation(tmp_path):
+    hf_dir(tmp_path, {"model_type": "qwen2", "eos_token_id": 151643}, None)
+    obs = rule("stop_tokens", make_run(tmp_path))
+    assert obs.outcome == "violated"
+    assert obs.evidence["generation_config"] is False and obs.evidence["config_eos_token_id"] == 151643
+    assert obs.confidence < 0.9
+
+
+def test_generation_config_eos_satisfies(tmp_path):
+    hf_dir(tmp_path, {"model_type": "qwen2"}, {"eos_token_id": [151645, 151643]})
+    obs = rule("stop_tokens", make_run(tmp_path))
+    assert obs.outcome == "satisfied"
+    assert obs.evidence["generation_eos_token_id"] == [151645, 151643]
+
+
+def test_rollout_stop_token_ids_satisfy_without_the_checkpoint(tmp_path):
+    assert rule("stop_tokens", make_run(tmp_path, "--rollout-stop-token-ids 151645 151643")).outcome == "satisfied"
+
+
+def test_stop_tokens_unreachable_checkpoint_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        rule("stop_tokens", make_run(tmp_path))
+    assert exc.value.artifact == "hf_checkpoint"
+
+
+# ref_load_for_kl -----------------------------------------------------------------------
+
+
+def test_kl_loss_without_ref_load(tmp_path):
+    obs = rule("ref_load_for_kl", make_run(tmp_path, "--use-kl-loss --kl-loss-coef 0.01"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["ref_load"] is None and obs.evidence["use_kl_loss"] is True
+
+
+def test_kl_with_ref_load_that_exists_under_the_run(tmp_path):
+    (tmp_path / "ckpt" / "Qwen3-4B_torch_dist").mkdir(parents=True)
+    (tmp_path / "ckpt" / "Qwen3-4B_torch_dist" / "latest_checkpointed_iteration.txt").write_text("release")
+    obs = rule("ref_load_for_kl", make_run(tmp_path, "--kl-coef 0.05 --ref-load /mnt/ckpt/Qwen3-4B_torch_dist"))
+    assert obs.outcome == "satisfied"
+    assert obs.evidence["exists_here"] is True and obs.evidence["tracker_file"] is True
+
+
+def test_kl_with_missing_ref_load_confirmed_by_the_log(tmp_path):
+    log = (
+        "[2026-08-01 10:00:00] train.py:12 - Start\n"
+        "Traceback (most recent call last):\n"
+        '  File "/root/slime/train.py", line 104, in <module>\n'
+        "    args = parse_args()\n"
+        "FileNotFoundError: ref_load /mnt/ckpt/missing_ref does not exist, please check the path.\n"
+    )
+    obs = rule("ref_load_for_kl", make_run(tmp_path, "--use-kl-loss --ref-load /mnt/ckpt/missing_ref", log=log))
+    assert obs.outcome == "violated"
+    assert obs.evidence["exists_here"] is False and obs.evidence["log_confirms"] is True
+    assert obs.confidence >= 0.9
+
+
+def test_kl_off_needs_no_ref_load(tmp_path):
+    assert rule("ref_load_for_kl", make_run(tmp_path, "--kl-coef 0.0")).outcome == "not_applicable"
+
+
+# fp8 -----------------------------------------------------------------------------------
+
+
+def test_fp8_recipe_on(tmp_path):
+    obs = rule("fp8", make_run(tmp_path, "--fp8-format e4m3 --fp8-recipe blockwise"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["fp8_format"] == "e4m3" and obs.evidence["fp8_recipe"] == "blockwise"
+
+
+def test_bf16_run_is_not_fp8(tmp_path):
+    obs = rule("fp8", make_run(tmp_path, "--bf16"))
+    assert obs.outcome == "satisfied"
+
+
+# moe_routing_replay --------------------------------------------------------------------
+
+
+def test_moe_without_routing_replay(tmp_path):
+    obs = rule("moe_routing_replay", make_run(tmp_path, "--num-experts 64"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["routing_replay"] is False and obs.evidence["dumps_checked"] == 0
+
+
+def test_moe_with_routing_replay(tmp_path):
+    obs = rule("moe_routing_replay", make_run(tmp_path, "--num-experts 64 --use-rollout-routing-replay"))
+    assert obs.outcome == "satisfied"
+
+
+def test_moe_dumps_without_routed_experts(tmp_path):
+    torch = pytest.importorskip("torch")
+    (tmp_path / "dump" / "rollout_data").mkdir(parents=True)
+    samples = [
+        {"index": i, "tokens": [1, 2, 3, 4], "response_length": 2, "reward": 1.0, "status": "completed",
+         "rollout_routed_experts": None}
+        for i in range(2)
+    ]
+    torch.save({"rollout_id": 0, "samples": samples}, tmp_path / "dump" / "rollout_data" / "0.pt")
+    obs = rule("moe_routing_replay", make_run(tmp_path, "--num-experts 64 --dump-details dump"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["dumps_checked"] == 1 and obs.evidence["dumps_with_routed_experts"] == 0
+
+
+def test_dense_model_routing_not_applicable(tmp_path):
+    assert rule("moe_routing_replay", make_run(tmp_path)).outcome == "not_applicable"
+
+
+def test_unknown_rule_is_refused():
+    from triage.errors import PlaybookError
+
+    with pytest.raises(PlaybookError, match="rule"):
+        ConfigRule.parse_params({"rule": "colour"}, "playbook x node y")
+
+
+def arguments_block(**args: str) -> str:
+    # Megatron prints every argument, sorted, dots up to a fixed column, on the trainer's stdout.
+    p = "(MegatronTrainRayActor pid=2345) "
+    lines = [f"{p}------------------------ arguments ------------------------"]
+    for name in sorted(args):
+        lines.append(f"{p}  {name} {'.' * max(3, 48 - len(name))} {args[name]}")
+    lines.append(f"{p}-------------------- end of arguments ---------------------")
+    return "[2026-08-01 10:00:00] train.py:12 - Start training\n" + "\n".join(lines) + "\n"
+
+
+def test_rules_read_megatron_arguments_block(tmp_path):
+    log = arguments_block(
+        attention_backend="AttnBackend.auto", context_parallel_size="2", fp8="None", fp8_recipe="delayed",
+        num_experts="None", moe_permute_fusion="False", use_kl_loss="False", kl_coef="0.0",
+    )
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    run = open_run(str(tmp_path))
+    cp = rule("cp_attention_backend", run)
+    assert cp.outcome == "violated" and cp.evidence["attention_backend"] == "auto"
+    # Megatron prints fp8_recipe's default even when FP8 is off: that is not an FP8 run.
+    assert rule("fp8", run).outcome == "satisfied"
+    assert rule("moe_permute_fusion", run).outcome == "not_applicable"
+    assert rule("ref_load_for_kl", run).outcome == "not_applicable"

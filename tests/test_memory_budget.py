@@ -1,0 +1,133 @@
+"""memory_budget: the Q&A's token budget, single-sample length, and the axolotl logits arithmetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from probes.memory_budget import MemoryBudget
+from triage.errors import Unavailable
+from triage.run import open_run
+
+
+def make_run(tmp_path: Path, flags: str = "", log: str | None = None, manifest: str | None = None):
+    if flags or manifest is None:
+        (tmp_path / "cmdline.txt").write_text(f"python3 train.py --hf-checkpoint /root/Qwen3-4B {flags}\n", encoding="utf-8")
+    if log is not None:
+        (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    if manifest is not None:
+        (tmp_path / "triage.yaml").write_text(manifest, encoding="utf-8")
+    return open_run(str(tmp_path))
+
+
+def examine(run, **params):
+    return MemoryBudget(MemoryBudget.parse_params(params, "test")).examine(run)
+
+
+def perf_log(response_max: int, total_mean: float | None = None) -> str:
+    lines = [
+        "[2026-08-01 10:00:00] train.py:12 - Start",
+        f"(RolloutManager pid=2290) [2026-08-01 10:05:00] rollout.py:420 - perf 0: {{'rollout/response_len/mean': "
+        f"{response_max / 2}, 'rollout/response_len/max': {response_max}, 'perf/rollout_time': 310.2}}",
+    ]
+    if total_mean is not None:
+        lines.append(
+            f"(MegatronTrainRayActor pid=2345) [2026-08-01 10:05:10] data.py:317 - rollout 0: {{'rollout/total_lengths': "
+            f"{total_mean}, 'rollout/response_lengths': {total_mean - 900}, 'rollout/rewards': 0.4}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+DYNAMIC = "--use-dynamic-batch-size --rollout-max-response-len 8192 --context-parallel-size 2"
+
+
+def test_max_tokens_too_high(tmp_path):
+    obs = examine(make_run(tmp_path, f"{DYNAMIC} --max-tokens-per-gpu 16384"))
+    assert obs.outcome == "max_tokens_too_high"
+    assert obs.evidence["arithmetic"] == "16384 > 8192/2 = 4096"
+    assert "start at 4096" in obs.summary
+
+
+def test_single_sample_longer_than_the_budget_from_logged_lengths(tmp_path):
+    run = make_run(tmp_path, f"{DYNAMIC} --max-tokens-per-gpu 4096 --rollout-max-prompt-len 2048", log=perf_log(8192))
+    obs = examine(run)
+    assert obs.outcome == "sequence_too_long"
+    assert obs.evidence["longest_sample_tokens"] == 8192 + 2048
+    assert obs.evidence["arithmetic"] == "10240 > 4096*2 = 8192"
+    assert "rollout/response_len/max" in obs.evidence["longest_sample_from"]
+    assert "--context-parallel-size" in obs.summary
+
+
+def test_single_sample_longer_than_the_budget_from_rollout_dumps(tmp_path):
+    torch = pytest.importorskip("torch")
+    (tmp_path / "dump" / "rollout_data").mkdir(parents=True)
+    samples = [{"index": 0, "tokens": list(range(9000)), "response_length": 8000, "status": "truncated"},
+               {"index": 1, "tokens": list(range(3000)), "response_length": 2000, "status": "completed"}]
+    torch.save({"rollout_id": 0, "samples": samples}, tmp_path / "dump" / "rollout_data" / "0.pt")
+    obs = examine(make_run(tmp_path, f"{DYNAMIC} --max-tokens-per-gpu 4096 --dump-details dump"))
+    assert obs.outcome == "sequence_too_long"
+    assert obs.evidence["longest_sample_tokens"] == 9000
+    assert obs.evidence["longest_sample_from"].startswith("rollout dumps (1 read)")
+    assert obs.evidence["arithmetic"] == "9000 > 4096*2 = 8192"
+
+
+def test_multi_turn_totals_far_beyond_the_limits(tmp_path):
+    run = make_run(
+        tmp_path,
+        "--rollout-max-prompt-len 1024 --rollout-max-response-len 4096 --micro-batch-size 1",
+        log=perf_log(4096, total_mean=40000.0),
+    )
+    obs = examine(run)
+    assert obs.outcome == "sequence_too_long"
+    assert obs.evidence["longest_sample_tokens"] == 40000
+    assert obs.evidence["arithmetic"] == "40000 > 1.5 * (1024 + 4096)"
+    assert "multi-turn" in obs.summary
+
+
+def test_logits_tensor_of_the_axolotl_example(tmp_path):
+    manifest = "args:\n  micro_batch_size: 8\n  num_generations: 16\n  sequence_len: 2048\n  vocab_size: 151936\n"
+    obs = examine(make_run(tmp_path, manifest=manifest))
+    assert obs.outcome == "logits_too_large"
+    ev = obs.evidence
+    assert ev["logits_gb"] == pytest.approx(8 * 16 * 2048 * 151936 * 2 / 2**30, rel=1e-3)
+    assert 74 < ev["logits_gb"] < 75  # the guide's "~75 GB"
+    assert ev["arithmetic"] == "8 * 16 * 2048 * 151936 * 2 bytes = 74.2 GB"
+    assert ev["gpu_memory_gb"] == 80.0
+
+
+def test_logits_fit_with_a_small_micro_batch(tmp_path):
+    manifest = "args:\n  micro_batch_size: 2\n  num_generations: 16\n  sequence_len: 2048\n  vocab_size: 151936\n"
+    obs = examine(make_run(tmp_path, manifest=manifest))
+    assert obs.outcome == "within_budget"
+    assert obs.evidence["logits_gb"] == pytest.approx(18.55, abs=0.01)
+    assert "logits" in obs.evidence["checked"]
+
+
+def test_gpu_memory_parameter_changes_the_answer(tmp_path):
+    manifest = "args:\n  micro_batch_size: 2\n  num_generations: 16\n  sequence_len: 2048\n  vocab_size: 151936\n"
+    obs = examine(make_run(tmp_path, manifest=manifest), gpu_memory_gb=24)
+    assert obs.outcome == "logits_too_large"
+    assert obs.evidence["gpu_memory_gb"] == 24
+
+
+def test_within_budget_with_vocab_from_the_hf_config(tmp_path):
+    hf = tmp_path / "Qwen3-4B"
+    hf.mkdir()
+    (hf / "config.json").write_text(json.dumps({"model_type": "qwen3", "vocab_size": 151936}), encoding="utf-8")
+    (hf / "model.safetensors").write_bytes(b"")
+    run = make_run(tmp_path, f"{DYNAMIC} --max-tokens-per-gpu 4096 --rollout-max-prompt-len 1024", log=perf_log(3000))
+    obs = examine(run)
+    assert obs.outcome == "within_budget"
+    ev = obs.evidence
+    assert ev["longest_sample_tokens"] == 4024 and ev["micro_batch_token_cap"] == 8192
+    assert ev["vocab_from"] == "HF config.json"
+    assert ev["arithmetic"] == "4096 tokens * 151936 * 2 bytes = 1.2 GB"
+    assert ev["checked"] == ["max_tokens_per_gpu", "sample_length", "logits"]
+
+
+def test_nothing_to_compute_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        examine(make_run(tmp_path, "--lr 1e-6 --num-rollout 100"))
+    assert exc.value.artifact == "args"

@@ -1,0 +1,587 @@
+"""Metric probes on small real runs: a slime job log and a TRL trainer_state.json per scenario."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from metric_runs import SLIME_ARGS, healthy_hf_series, healthy_series, hf_run, slime_run
+from probes.base_model import BaseModelProbe
+from probes.dump_samples import DumpSamples
+from probes.grad_norm_health import GradNormHealth
+from probes.lr_schedule import LrSchedule
+from probes.nonfinite_onset import NonfiniteOnset
+from probes.policy_drift import PolicyDrift
+from probes.reward_signal import RewardSignal
+from probes.step1_invariants import Step1Invariants
+from probes.truncation import Truncation
+from triage.errors import Unavailable
+from triage.run import open_run
+
+
+def examine(probe, run, **params):
+    p = type(probe)(type(probe).Params(**params)) if params else probe
+    obs = p.examine(run)
+    json.dumps(obs.evidence)  # evidence must be JSON as the report writes it
+    return obs
+
+
+# --- step1_invariants ------------------------------------------------------------------
+
+
+def test_step1_hold_on_a_healthy_slime_run(tmp_path):
+    obs = examine(Step1Invariants(), slime_run(tmp_path, healthy_series()))
+    assert obs.outcome == "hold"
+    assert obs.evidence["log_probs"] == {"metric": "rollout:rollout/log_probs", "rollout": 0, "value": -0.35}
+    assert obs.evidence["log_prob_difference"] == 0.0
+    kls = {k["metric"]: k["value"] for k in obs.evidence["kl"]}
+    assert kls == {"step:train/ppo_kl": 0.0, "step:train/kl_loss": 0.0}
+
+
+def test_step1_kl_nonzero_when_log_probs_differ_from_ref(tmp_path):
+    s = healthy_series()
+    s["ref_log_probs"][0] = -0.35 + 3e-3
+    obs = examine(Step1Invariants(), slime_run(tmp_path, s))
+    assert obs.outcome == "kl_nonzero"
+    assert obs.evidence["log_prob_difference"] == pytest.approx(3e-3)
+    assert "rollout 0" in obs.summary
+
+
+def test_step1_kl_nonzero_from_ppo_kl_at_step_0(tmp_path):
+    s = healthy_series()
+    s["ppo_kl"][0] = 2e-5
+    obs = examine(Step1Invariants(), slime_run(tmp_path, s))
+    assert obs.outcome == "kl_nonzero"
+    assert {"metric": "step:train/ppo_kl", "step": 0, "value": 2e-5} in obs.evidence["kl"]
+
+
+def test_step1_logprob_extreme_and_elevated(tmp_path):
+    s = healthy_series()
+    s["log_probs"][0] = s["ref_log_probs"][0] = -7.9
+    obs = examine(Step1Invariants(), slime_run(tmp_path / "extreme", s))
+    assert obs.outcome == "logprob_extreme"
+    assert obs.evidence["log_probs"]["value"] == -7.9
+    assert "configuration error" in obs.summary
+
+    s = healthy_series()
+    s["log_probs"][0] = s["ref_log_probs"][0] = -0.8
+    obs = examine(Step1Invariants(), slime_run(tmp_path / "elevated", s))
+    assert obs.outcome == "logprob_elevated"
+    assert obs.evidence["log_probs"]["value"] == -0.8
+    assert "chat template" in obs.summary
+
+
+def test_step1_extreme_log_probs_win_over_a_kl_difference(tmp_path):
+    s = healthy_series()
+    s["log_probs"][0], s["ref_log_probs"][0] = -9.0, -8.5
+    assert examine(Step1Invariants(), slime_run(tmp_path, s)).outcome == "logprob_extreme"
+
+
+def test_step1_thresholds_are_params(tmp_path):
+    run = slime_run(tmp_path, healthy_series())
+    assert examine(Step1Invariants(), run, logprob_elevated=0.3).outcome == "logprob_elevated"
+
+
+def test_step1_resumed_run_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        Step1Invariants().examine(slime_run(tmp_path, healthy_series(), first=37))
+    assert "rollout 37" in exc.value.reason and exc.value.artifact == "metrics"
+
+
+def test_step1_on_hf_kl_at_step_1(tmp_path):
+    s = healthy_hf_series()
+    obs = examine(Step1Invariants(), hf_run(tmp_path / "ok", s))
+    assert obs.outcome == "hold"
+    assert obs.evidence["kl"] == [{"metric": "hf:kl", "step": 1, "value": 0.0}]
+    s["kl"][0] = 0.02
+    obs = examine(Step1Invariants(), hf_run(tmp_path / "bad", s))
+    assert obs.outcome == "kl_nonzero"
+    assert obs.evidence["kl"][0]["value"] == 0.02
+
+
+# --- nonfinite_onset -------------------------------------------------------------------
+
+
+def test_nonfinite_none_on_healthy_runs(tmp_path):
+    assert examine(NonfiniteOnset(), slime_run(tmp_path / "s", healthy_series())).outcome == "none"
+    assert examine(NonfiniteOnset(), hf_run(tmp_path / "h", healthy_hf_series())).outcome == "none"
+
+
+def test_nonfinite_isolated_bad_batch_in_slime_log(tmp_path):
+    s = healthy_series()
+    s["grad_norm"][12] = math.nan
+    s["loss"][12] = math.nan
+    obs = examine(NonfiniteOnset(), slime_run(tmp_path, s))
+    assert obs.outcome == "isolated"
+    assert obs.evidence["onset_step"] == 12
+    assert obs.evidence["isolated_steps"] == [12]
+    assert obs.evidence["onset_metric"] == "step:train/grad_norm"
+    assert obs.evidence["first_pass"] == "backward"
+    assert obs.evidence["finite_before"] == [pytest.approx(v, rel=1e-5) for v in s["grad_norm"][7:12]]
+    assert {m["metric"] for m in obs.evidence["metrics"]} == {"step:train/grad_norm", "step:train/loss"}
+
+
+def test_nonfinite_persistent_after_grad_norm_climb(tmp_path):
+    s = healthy_series()
+    s["grad_norm"][14:20] = [1.0, 3.0, 9.0, 30.0, 120.0, 900.0]
+    s["grad_norm"][20] = math.inf
+    s["grad_norm"][21:] = math.nan
+    s["loss"][21:] = math.nan
+    obs = examine(NonfiniteOnset(), slime_run(tmp_path, s))
+    assert obs.outcome == "persistent"
+    assert obs.evidence["onset_step"] == 20
+    assert obs.evidence["persistent_from_step"] == 20
+    before = obs.evidence["grad_norm_before"]
+    assert before["values"][-1] == 900.0 and before["rising"] is True
+    grad = next(m for m in obs.evidence["metrics"] if m["metric"] == "step:train/grad_norm")
+    assert grad["values"] == ["inf", "nan"] and grad["recovered"] is False
+
+
+def test_nonfinite_persistent_in_trainer_state(tmp_path):
+    s = healthy_hf_series()
+    s["loss"][15:] = math.nan
+    s["grad_norm"][15:] = math.nan
+    obs = examine(NonfiniteOnset(), hf_run(tmp_path, s))
+    assert obs.outcome == "persistent"
+    assert obs.evidence["onset_step"] == 16  # HF steps are 1-based
+    assert obs.evidence["onset_metric"] == "hf:grad_norm"
+
+
+def test_nonfinite_isolated_in_trainer_state(tmp_path):
+    s = healthy_hf_series()
+    s["loss"][6] = math.inf
+    obs = examine(NonfiniteOnset(), hf_run(tmp_path, s))
+    assert obs.outcome == "isolated"
+    assert obs.evidence["isolated_steps"] == [7] and obs.evidence["first_pass"] == "forward"
+    assert obs.evidence["metrics"][0]["values"] == ["inf"]
+
+
+def test_nonfinite_recurring_is_not_a_single_bad_batch(tmp_path):
+    s = healthy_series()
+    for i in (3, 8, 13, 18, 23):
+        s["grad_norm"][i] = math.nan
+    obs = examine(NonfiniteOnset(), slime_run(tmp_path, s))
+    assert obs.outcome == "persistent" and obs.evidence["recurring"] is True
+    assert examine(NonfiniteOnset(), open_run(str(tmp_path)), max_isolated=5).outcome == "isolated"
+
+
+# --- grad_norm_health ------------------------------------------------------------------
+
+
+def test_grad_norm_healthy(tmp_path):
+    obs = examine(GradNormHealth(), slime_run(tmp_path, healthy_series()))
+    assert obs.outcome == "healthy"
+    assert obs.evidence["metric"] == "step:train/grad_norm"
+    assert obs.evidence["median"] == pytest.approx(0.3, rel=0.1)
+
+
+def test_grad_norm_spike_above_100(tmp_path):
+    s = healthy_series()
+    s["grad_norm"][17] = 250.0
+    obs = examine(GradNormHealth(), slime_run(tmp_path, s))
+    assert obs.outcome == "spikes"
+    assert obs.evidence["spikes"][0]["step"] == 17
+    assert obs.evidence["spikes"][0]["value"] == 250.0
+    assert obs.evidence["onset_step"] == 17
+
+
+def test_grad_norm_robust_spike_below_the_ceiling(tmp_path):
+    s = healthy_hf_series()
+    s["grad_norm"][10] = 3.0  # 10x the running level, far below 100
+    obs = examine(GradNormHealth(), hf_run(tmp_path, s))
+    assert obs.outcome == "spikes"
+    spike = obs.evidence["spikes"][0]
+    assert spike["step"] == 11 and spike["ratio"] > 5 and spike["z"] > 6
+
+
+def test_grad_norm_sustained_growth_change_point(tmp_path):
+    s = healthy_hf_series(40)
+    s["grad_norm"][20:] = 25.0 * np.exp(0.1 * np.random.default_rng(5).standard_normal(20))
+    obs = examine(GradNormHealth(), hf_run(tmp_path, s))
+    assert obs.outcome == "sustained_growth"
+    assert obs.evidence["change_point"]["step"] == 21
+    assert obs.evidence["change_point"]["median_after"] == pytest.approx(25, rel=0.15)
+    assert obs.evidence["onset_step"] == 21
+
+
+def test_grad_norm_regularly_above_10_in_slime_log(tmp_path):
+    s = healthy_series()
+    s["grad_norm"][::2] = 14.0  # oscillating: every other step above the guide's 10
+    obs = examine(GradNormHealth(), slime_run(tmp_path, s))
+    assert obs.outcome == "sustained_growth"
+    assert obs.evidence["unstable_fraction"] == 0.5
+    assert obs.evidence["onset_step"] == 0
+
+
+def test_grad_norm_zero_skips_are_fine(tmp_path):
+    s = healthy_series()
+    s["grad_norm"][[4, 9, 15]] = 0.0
+    assert examine(GradNormHealth(), slime_run(tmp_path, s)).outcome == "healthy"
+
+
+def test_grad_norm_unavailable_without_series(tmp_path):
+    s = healthy_hf_series()
+    s["grad_norm"] = None
+    with pytest.raises(Unavailable):
+        GradNormHealth().examine(hf_run(tmp_path, s))
+
+
+# --- lr_schedule -----------------------------------------------------------------------
+
+
+def test_lr_too_high_instability_starts_at_the_warmup_peak(tmp_path):
+    s = healthy_hf_series(40)
+    s["lr"] = np.concatenate([np.linspace(5e-7, 5e-6, 10), np.full(30, 5e-6)])
+    s["grad_norm"][12:] = np.geomspace(2.0, 80.0, 28)
+    obs = examine(LrSchedule(), hf_run(tmp_path, s))
+    assert obs.outcome == "too_high"
+    assert obs.evidence["lr"]["peak_step"] == 10
+    assert obs.evidence["lr"]["warmup"] is True
+    assert 9 <= obs.evidence["instability"]["onset_step"] <= 14
+    assert "peak" in obs.summary
+
+
+def test_lr_too_high_far_above_typical(tmp_path):
+    s = healthy_series(40)
+    s["lr"] = np.full(40, 5e-5)
+    s["grad_norm"][25] = 400.0
+    obs = examine(LrSchedule(), slime_run(tmp_path, s))
+    assert obs.outcome == "too_high"
+    assert obs.evidence["lr"]["metric"] == "step:train/lr-pg_0"
+    assert obs.evidence["instability"]["onset_step"] == 25
+    assert "above the 1e-05" in obs.summary
+
+
+def test_lr_too_low_plateau(tmp_path):
+    s = healthy_hf_series(30)
+    s["lr"] = np.full(30, 1e-8)
+    s["raw_reward"] = 0.3 + 0.03 * np.random.default_rng(8).standard_normal(30)
+    s["kl"] = np.full(30, 1e-6)
+    obs = examine(LrSchedule(), hf_run(tmp_path, s))
+    assert obs.outcome == "too_low"
+    assert obs.evidence["kl_max"]["value"] == 1e-6
+    assert "reward never improves" in obs.summary
+
+
+def test_lr_plausible_on_a_healthy_run(tmp_path):
+    obs = examine(LrSchedule(), slime_run(tmp_path, healthy_series()))
+    assert obs.outcome == "plausible"
+    assert obs.evidence["lr"]["peak"] == 1e-6
+
+
+def test_lr_unavailable_without_series_or_arg(tmp_path):
+    s = healthy_hf_series()
+    s["lr"] = None
+    with pytest.raises(Unavailable):
+        LrSchedule().examine(hf_run(tmp_path, s))
+
+
+# --- reward_signal ---------------------------------------------------------------------
+
+
+def test_reward_improving_on_healthy_runs(tmp_path):
+    obs = examine(RewardSignal(), slime_run(tmp_path / "s", healthy_series()))
+    assert obs.outcome == "improving"
+    assert obs.evidence["reward"]["metric"] == "rollout:rollout/raw_reward"
+    assert examine(RewardSignal(), hf_run(tmp_path / "h", healthy_hf_series())).outcome == "improving"
+
+
+def test_reward_constant_zero_slime(tmp_path):
+    s = healthy_series(25)
+    s["raw_reward"] = np.zeros(25)
+    s["zero_std_0"] = np.full(25, 8.0)  # all 8 groups: every sample scored 0
+    obs = examine(RewardSignal(), slime_run(tmp_path, s))
+    assert obs.outcome == "constant_zero"
+    assert obs.evidence["zero_std_fraction"]["median"] == 1.0
+    assert obs.evidence["reward"]["records"] == 25
+
+
+def test_reward_constant_zero_hf(tmp_path):
+    s = healthy_hf_series(25)
+    s["raw_reward"] = np.zeros(25)
+    s["reward_std"] = np.zeros(25)
+    s["frac_zero_std"] = np.ones(25)
+    obs = examine(RewardSignal(), hf_run(tmp_path, s))
+    assert obs.outcome == "constant_zero"
+    assert "reward_std is 0" in obs.summary
+
+
+def test_reward_zero_variance_hf_and_slime(tmp_path):
+    s = healthy_hf_series(25)
+    s["frac_zero_std"] = np.full(25, 0.95)
+    s["raw_reward"] = np.full(25, 0.96)
+    obs = examine(RewardSignal(), hf_run(tmp_path / "h", s))
+    assert obs.outcome == "zero_variance"
+    assert obs.evidence["zero_std_fraction"] == {"metric": "hf:frac_reward_zero_std", "median": 0.95, "min": 0.95,
+                                                 "records": 25}
+
+    s = healthy_series(25)
+    s["zero_std_0"] = np.zeros(25)
+    s["zero_std_1"] = np.full(25, 7.0)  # 7 of 8 groups all correct: too easy
+    s["raw_reward"] = np.full(25, 0.97)
+    obs = examine(RewardSignal(), slime_run(tmp_path / "s", s))
+    assert obs.outcome == "zero_variance"
+    assert obs.evidence["zero_std_fraction"]["median"] == 0.875
+    assert "rollout_batch_size=8" in obs.evidence["zero_std_fraction"]["metric"]
+
+
+def test_reward_flat(tmp_path):
+    s = healthy_hf_series(30)
+    s["raw_reward"] = 0.3 + 0.05 * np.random.default_rng(9).standard_normal(30)
+    obs = examine(RewardSignal(), hf_run(tmp_path, s))
+    assert obs.outcome == "flat"
+    assert obs.evidence["trend"]["p_value"] > 0.05
+
+
+def test_reward_flat_slime(tmp_path):
+    s = healthy_series(30)
+    s["raw_reward"] = 0.25 + 0.05 * np.random.default_rng(10).standard_normal(30)
+    obs = examine(RewardSignal(), slime_run(tmp_path, s))
+    assert obs.outcome == "flat"
+    assert obs.evidence["reward"]["metric"] == "rollout:rollout/raw_reward"
+
+
+def test_reward_too_short_to_call_flat_is_unavailable(tmp_path):
+    s = healthy_hf_series(10)
+    with pytest.raises(Unavailable) as exc:
+        RewardSignal().examine(hf_run(tmp_path, s))
+    assert "10 reward records" in exc.value.reason
+
+
+# --- truncation ------------------------------------------------------------------------
+
+
+def test_truncation_mostly_truncated_slime(tmp_path):
+    s = healthy_series()
+    s["truncated_ratio"] = np.full(30, 0.95)
+    s["resp_max"] = np.full(30, 1024.0)
+    s["rollout_time"] = np.full(30, 900.0)
+    obs = examine(Truncation(), slime_run(tmp_path, s))
+    assert obs.outcome == "mostly_truncated"
+    assert obs.evidence["metric"] == "perf:rollout/truncated_ratio"
+    assert obs.evidence["ratio"] == 0.95
+    assert obs.evidence["max_response_length"]["max"] == 1024
+    assert obs.evidence["rollout_time_s"]["median"] == 900
+
+
+def test_truncation_mostly_truncated_hf_and_normal(tmp_path):
+    s = healthy_hf_series()
+    s["truncated_ratio"] = np.full(30, 0.9)
+    obs = examine(Truncation(), hf_run(tmp_path / "t", s))
+    assert obs.outcome == "mostly_truncated"
+    assert obs.evidence["metric"] == "hf:completions/clipped_ratio" and obs.evidence["ratio"] == 0.9
+    obs = examine(Truncation(), hf_run(tmp_path / "n", healthy_hf_series()))
+    assert obs.outcome == "normal" and obs.evidence["ratio"] < 0.1
+
+
+def test_truncation_normal_slime_quotes_the_limit(tmp_path):
+    obs = examine(Truncation(), slime_run(tmp_path, healthy_series()))
+    assert obs.outcome == "normal"
+    assert obs.evidence["limit"] == {"arg": "rollout_max_response_len", "value": 1024}
+
+
+# --- policy_drift ----------------------------------------------------------------------
+
+
+def test_drift_none_on_healthy_runs(tmp_path):
+    assert examine(PolicyDrift(), hf_run(tmp_path / "h", healthy_hf_series())).outcome == "none"
+    assert examine(PolicyDrift(), slime_run(tmp_path / "s", healthy_series())).outcome == "none"
+
+
+def test_drift_offpolicy_stale(tmp_path):
+    s = healthy_hf_series()
+    s["is_ratio_min"][20:] = 0.02
+    obs = examine(PolicyDrift(), hf_run(tmp_path, s))
+    assert obs.outcome == "offpolicy_stale"
+    assert obs.evidence["is_ratio_min"]["metric"] == "hf:sampling/importance_sampling_ratio/min"
+    assert obs.evidence["is_ratio_min"]["recent_median"] == 0.02
+
+
+def test_drift_logprob_mismatch_slime(tmp_path):
+    s = healthy_series()
+    diff = np.full(30, 0.3)
+    obs = examine(PolicyDrift(), slime_run(tmp_path, s, extra={"step": {"train/train_rollout_logprob_abs_diff": diff}}))
+    assert obs.outcome == "logprob_mismatch"
+    assert obs.evidence["logp_diff"]["metric"] == "step:train/train_rollout_logprob_abs_diff"
+    assert obs.evidence["logp_diff"]["recent_median"] == 0.3
+
+
+def test_drift_entropy_collapse(tmp_path):
+    s = healthy_hf_series()
+    s["entropy"] = np.geomspace(0.4, 0.002, 30)
+    obs = examine(PolicyDrift(), hf_run(tmp_path, s))
+    assert obs.outcome == "entropy_collapse"
+    assert obs.evidence["entropy"]["recent_median"] < 0.01
+
+
+def test_drift_kl_divergence(tmp_path):
+    s = healthy_hf_series()
+    s["kl"] = np.geomspace(0.01, 6.0, 30)
+    obs = examine(PolicyDrift(), hf_run(tmp_path, s))
+    assert obs.outcome == "kl_divergence"
+    assert obs.evidence["kl"]["recent_median"] > 2
+
+
+def test_drift_clip_aggressive(tmp_path):
+    s = healthy_series()
+    s["clipfrac"] = np.full(30, 0.45)
+    obs = examine(PolicyDrift(), slime_run(tmp_path, s))
+    assert obs.outcome == "clip_aggressive"
+    assert obs.evidence["clip_ratio"] == {"metric": "step:train/pg_clipfrac", "recent_median": 0.45, "records": 30,
+                                          "last_step": 29}
+
+
+def test_drift_length_hacking_to_the_limit(tmp_path):
+    s = healthy_series(30)
+    s["resp_mean"] = np.linspace(200, 1010, 30)
+    s["raw_reward"] = np.linspace(0.2, 0.8, 30)
+    obs = examine(PolicyDrift(), slime_run(tmp_path, s))
+    assert obs.outcome == "length_hacking"
+    assert obs.evidence["response_length"]["limit"] == {"arg": "rollout_max_response_len", "value": 1024}
+    assert obs.evidence["response_length"]["trend"]["kendall_tau"] == 1.0
+
+
+def test_drift_length_hacking_hf_with_limit_from_manifest_args(tmp_path):
+    s = healthy_hf_series(30)
+    s["resp_mean"] = np.linspace(300, 2000, 30)
+    s["raw_reward"] = np.linspace(0.1, 0.9, 30)
+    obs = examine(PolicyDrift(), hf_run(tmp_path, s, manifest={"args": {"max_completion_length": 2048}}))
+    assert obs.outcome == "length_hacking"
+    assert obs.evidence["response_length"]["limit"] == {"arg": "max_completion_length", "value": 2048}
+    assert obs.evidence["response_length"]["metric"] == "hf:completions/mean_length"
+
+
+def test_drift_length_rising_without_reward_is_not_hacking(tmp_path):
+    s = healthy_series(30)
+    s["resp_mean"] = np.linspace(200, 1010, 30)
+    s["raw_reward"] = 0.3 + 0.02 * np.random.default_rng(4).standard_normal(30)
+    assert examine(PolicyDrift(), slime_run(tmp_path, s)).outcome == "none"
+
+
+# --- base_model ------------------------------------------------------------------------
+
+
+def _hf_dir(path, template: bool, name_or_path: str | None = None, gen: dict | None = None):
+    path.mkdir(parents=True)
+    config = {"model_type": "qwen2", "vocab_size": 1024, "hidden_size": 64}
+    if name_or_path:
+        config["_name_or_path"] = name_or_path
+    (path / "config.json").write_text(json.dumps(config))
+    tok = {"eos_token": "<|endoftext|>"}
+    if template:
+        tok["chat_template"] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    (path / "tokenizer_config.json").write_text(json.dumps(tok))
+    if gen is not None:
+        (path / "generation_config.json").write_text(json.dumps(gen))
+
+
+def _log_with_args(root, args, finish_prompt=None):
+    from metric_runs import SlimeLog
+
+    log = SlimeLog().arguments(args)
+    if finish_prompt:
+        log.finish_rollout(finish_prompt, "The answer is 42.")
+    log.write(root)
+    return open_run(str(root))
+
+
+def test_base_model_by_name(tmp_path):
+    _hf_dir(tmp_path / "models" / "Qwen2.5-0.5B-Base", template=True)
+    run = _log_with_args(tmp_path, {**SLIME_ARGS, "hf_checkpoint": "/mnt/models/Qwen2.5-0.5B-Base"})
+    obs = examine(BaseModelProbe(), run)
+    assert obs.outcome == "base"
+    assert "Qwen2.5-0.5B-Base" in obs.summary
+    assert obs.evidence["directory"].endswith("models/Qwen2.5-0.5B-Base")
+
+
+def test_base_model_no_template_while_run_uses_chatml(tmp_path):
+    _hf_dir(tmp_path / "models" / "policy", template=False, gen={"bos_token_id": 0, "eos_token_id": 0})
+    run = _log_with_args(tmp_path, {**SLIME_ARGS, "hf_checkpoint": "/mnt/models/policy"},
+                         finish_prompt="<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n")
+    obs = examine(BaseModelProbe(), run)
+    assert obs.outcome == "base"
+    assert obs.evidence["chat_template"] == {"present": False, "where": "tokenizer_config.json has no chat_template"}
+    assert obs.evidence["run_uses_chat_template"] is True
+    assert obs.evidence["chat_template_use"].startswith("chat markers in the rollout printed at")
+
+
+def test_instruct_model_by_name_and_by_template(tmp_path):
+    _hf_dir(tmp_path / "a" / "models" / "Qwen2.5-0.5B-Instruct", template=True)
+    obs = examine(BaseModelProbe(), _log_with_args(tmp_path / "a", SLIME_ARGS))
+    assert obs.outcome == "instruct" and "Qwen2.5-0.5B-Instruct" in obs.summary
+
+    _hf_dir(tmp_path / "b" / "models" / "policy", template=True,
+            gen={"do_sample": True, "temperature": 0.7, "eos_token_id": [151645, 151643]})
+    obs = examine(BaseModelProbe(), _log_with_args(tmp_path / "b", {**SLIME_ARGS, "hf_checkpoint": "/x/models/policy"}))
+    assert obs.outcome == "instruct"
+    assert obs.evidence["chat_template"]["where"] == "tokenizer_config.json:chat_template"
+    assert obs.evidence["generation_config"]["temperature"] == 0.7
+
+
+def test_base_model_unavailable_when_checkpoint_unreachable_and_name_silent(tmp_path):
+    run = _log_with_args(tmp_path, {**SLIME_ARGS, "hf_checkpoint": "/mnt/nowhere/policy"})
+    with pytest.raises(Unavailable) as exc:
+        BaseModelProbe().examine(run)
+    assert exc.value.artifact == "hf_checkpoint"
+
+
+# --- dump_samples ----------------------------------------------------------------------
+
+
+def _sample(i, response="6 * 7 = 42.", n=8, reward=1.0, tokens=None, logps=None, mask=None):
+    return {"index": i, "group_index": i // 4, "prompt": "What is 6*7?", "response": response,
+            "response_length": n, "reward": reward, "status": "completed",
+            "tokens": tokens if tokens is not None else list(range(100, 110 + n)),
+            "loss_mask": mask if mask is not None else [1] * n,
+            "rollout_log_probs": logps if logps is not None else [-0.2] * n}
+
+
+def _write_dump(root, rollout_id, samples):
+    d = root / "dump" / "rollout_data"
+    d.mkdir(parents=True, exist_ok=True)
+    torch.save({"rollout_id": rollout_id, "samples": samples}, d / f"{rollout_id}.pt")
+
+
+def test_dump_samples_clean(tmp_path):
+    _write_dump(tmp_path, 0, [_sample(i) for i in range(8)])
+    obs = examine(DumpSamples(), open_run(str(tmp_path)))
+    assert obs.outcome == "clean"
+    assert obs.evidence["samples_scanned"] == 8 and obs.evidence["dumps_scanned"] == 1
+
+
+def test_dump_samples_finds_each_kind_of_bad_sample(tmp_path):
+    _hf_dir(tmp_path / "hf" / "Qwen-tiny-Instruct", template=True)  # vocab_size 1024
+    samples = [_sample(i) for i in range(12)]
+    samples[2] = _sample(2, response="", n=0, tokens=list(range(100, 110)), logps=[], mask=[])
+    samples[5] = _sample(5, reward=math.nan)
+    samples[7] = _sample(7, tokens=[100, 101, 5000, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116])
+    samples[9] = _sample(9, n=300, tokens=list(range(100, 410)))
+    samples[10] = _sample(10, logps=[-0.2, -math.inf, -0.1, -0.2, -0.2, -0.2, -0.2, -0.2])
+    samples[11] = _sample(11, mask=[1] * 5)
+    _write_dump(tmp_path, 3, samples)
+    _write_dump(tmp_path, 4, [_sample(i) for i in range(4)])
+    obs = examine(DumpSamples(), open_run(str(tmp_path)))
+    assert obs.outcome == "bad_sample"
+    assert obs.evidence["vocab_size"] == {"value": 1024, "from": "Qwen-tiny-Instruct/config.json:vocab_size"}
+    by_index = {b["sample"]: b for b in obs.evidence["bad_samples"]}
+    assert set(by_index) == {2, 5, 7, 9, 10, 11}
+    assert all(b["rollout"] == 3 for b in by_index.values())
+    assert by_index[2]["kinds"] == ["empty_response"]
+    assert by_index[5]["kinds"] == ["nonfinite_reward"] and by_index[5]["reward"] == "nan"
+    assert by_index[7]["kinds"] == ["token_out_of_vocab"] and "5000" in by_index[7]["why"][0]
+    assert by_index[9]["kinds"] == ["extreme_length"]
+    assert by_index[10]["kinds"] == ["nonfinite_log_prob"] and "rollout_log_probs[1]" in by_index[10]["why"][0]
+    assert by_index[11]["why"] == ["len(loss_mask) = 5 but response_length = 8"]
+    assert obs.evidence["reasons"]["empty_response"] == 1
+    assert "rollout 3 sample 2" in obs.summary
+
+
+def test_dump_samples_unavailable_without_dumps(tmp_path):
+    (tmp_path / "job.log").write_text("[2026-08-01 10:00:00] train.py:1 - start\n")
+    with pytest.raises(Unavailable) as exc:
+        DumpSamples().examine(open_run(str(tmp_path)))
+    assert exc.value.artifact == "rollout_dump"

@@ -1,0 +1,154 @@
+"""oom_context: where the CUDA OOM happened, from slime's timers, the traceback and the actor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probes.oom_context import OomContext
+from triage.errors import Unavailable
+from triage.run import open_run
+
+T = "(MegatronTrainRayActor pid=2345)"
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.55 GiB. GPU 0 has a total capacity of 79.11 GiB "
+    "of which 6.02 GiB is free. Including non-PyTorch memory, this process has 73.07 GiB memory in use."
+)
+
+ROLLOUT_0 = f"""\
+[2026-08-01 10:00:00] train.py:12 - Start training
+{T} [2026-08-01 10:00:20] timer.py:24 - Timer train_wait start
+(RolloutManager pid=2290) [2026-08-01 10:04:00] rollout.py:420 - perf 0: {{'rollout/response_len/mean': 812.0, 'perf/rollout_time': 230.1}}
+{T} [2026-08-01 10:04:01] timer.py:33 - Timer train_wait end (elapsed: 221.0s)
+{T} [2026-08-01 10:04:01] timer.py:24 - Timer train start
+{T} [2026-08-01 10:04:02] timer.py:24 - Timer log_probs start
+{T} [2026-08-01 10:04:40] timer.py:33 - Timer log_probs end (elapsed: 38.0s)
+{T} [2026-08-01 10:04:41] data.py:317 - rollout 0: {{'rollout/log_probs': -0.41, 'rollout/ref_log_probs': -0.41, 'rollout/total_lengths': 1100.0}}
+{T} [2026-08-01 10:04:41] timer.py:24 - Timer actor_train start
+{T} [2026-08-01 10:06:00] model.py:896 - step 0: {{'train/loss': 0.01, 'train/grad_norm': 0.21, 'train/ppo_kl': 0.0}}
+{T} [2026-08-01 10:06:01] timer.py:33 - Timer actor_train end (elapsed: 80.0s)
+{T} [2026-08-01 10:06:01] timer.py:33 - Timer train end (elapsed: 120.0s)
+"""
+
+
+def traceback(prefix: str, frames: list[tuple[str, int, str]], error: str = OOM) -> str:
+    lines = [f"{prefix} Traceback (most recent call last):"]
+    for path, no, fn in frames:
+        lines.append(f'{prefix}   File "{path}", line {no}, in {fn}')
+        lines.append(f"{prefix}     ...")
+    lines.append(f"{prefix} {error}")
+    return "\n".join(lines) + "\n"
+
+
+def make_run(tmp_path: Path, log: str, flags: str = ""):
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    (tmp_path / "cmdline.txt").write_text(
+        f"python3 train.py --actor-num-nodes 1 --actor-num-gpus-per-node 8 --rollout-num-gpus 8 {flags}\n", encoding="utf-8"
+    )
+    return open_run(str(tmp_path))
+
+
+def test_oom_in_the_engine(tmp_path):
+    log = ROLLOUT_0.split("{T} [2026-08-01 10:04:01]".format(T=T))[0] + traceback(
+        "(SGLangEngine pid=3101)",
+        [("/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", 2712, "run_scheduler_process"),
+         ("/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", 1810, "forward_decode")],
+    )
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "engine_side"
+    assert obs.evidence["in_engine"] is True
+    assert obs.evidence["line"]["source"].startswith("SGLangEngine pid=3101")
+    assert obs.evidence["last_step"] is None
+
+
+def test_oom_in_the_log_prob_pass_by_timer(tmp_path):
+    log = ROLLOUT_0 + (
+        f"{T} [2026-08-01 10:06:02] timer.py:24 - Timer update_weights start\n"
+        f"{T} [2026-08-01 10:06:30] timer.py:33 - Timer update_weights end (elapsed: 28.0s)\n"
+        f"{T} [2026-08-01 10:06:30] timer.py:24 - Timer train_wait start\n"
+        f"{T} [2026-08-01 10:10:00] timer.py:33 - Timer train_wait end (elapsed: 210.0s)\n"
+        f"{T} [2026-08-01 10:10:00] timer.py:24 - Timer train start\n"
+        f"{T} [2026-08-01 10:10:01] timer.py:24 - Timer log_probs start\n"
+    ) + traceback(T, [("/root/slime/slime/backends/megatron_utils/actor.py", 363, "compute_log_prob"),
+                      ("/root/slime/slime/backends/megatron_utils/model.py", 240, "forward_only")])
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "logprob_pass"
+    ev = obs.evidence
+    assert "log_probs" in ev["open_timers"] and "train" in ev["open_timers"]
+    assert ev["phase_by_timers"] == "logprob_pass"
+    assert ev["last_step"] == 0 and ev["last_rollout"] == 0
+    assert "log_probs" in obs.summary
+
+
+def test_oom_in_trl_log_prob_computation_by_frames(tmp_path):
+    log = traceback(
+        "",
+        [("/opt/axolotl/src/axolotl/train.py", 210, "train"),
+         ("/usr/local/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", 1620, "_generate_and_score_completions"),
+         ("/usr/local/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", 880, "_get_per_token_logps_and_entropies")],
+    ).replace("\n ", "\n").lstrip()
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "logprob_pass"
+    assert obs.evidence["phase_by_frames"] == "logprob_pass"
+    assert any("_get_per_token_logps_and_entropies" in f for f in obs.evidence["frames"])
+
+
+def test_colocated_oom_at_the_first_switch(tmp_path):
+    log = ROLLOUT_0 + f"{T} [2026-08-01 10:06:02] timer.py:24 - Timer update_weights start\n" + traceback(
+        T, [("/root/slime/slime/backends/megatron_utils/actor.py", 612, "update_weights"),
+            ("/root/slime/slime/backends/megatron_utils/update_weight/update_weight_from_tensor.py", 120, "update_weights")]
+    )
+    obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
+    assert obs.outcome == "phase_switch"
+    ev = obs.evidence
+    assert ev["colocate"] is True and ev["switch"] == "first"
+    assert ev["open_timers"] == ["update_weights"]
+    assert ev["last_step"] == 0
+    assert "first switch" in obs.summary
+
+
+def test_same_oom_in_a_disaggregated_run_is_not_a_phase_switch(tmp_path):
+    log = ROLLOUT_0 + f"{T} [2026-08-01 10:06:02] timer.py:24 - Timer update_weights start\n" + traceback(
+        T, [("/root/slime/slime/backends/megatron_utils/actor.py", 612, "update_weights")]
+    )
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "training_step"
+    assert obs.evidence["colocate"] is False and obs.evidence["switch"] == "not colocated"
+    assert "not colocated" in obs.summary
+
+
+def test_oom_in_the_training_step(tmp_path):
+    log = ROLLOUT_0.split(f"{T} [2026-08-01 10:06:00]")[0] + traceback(
+        T, [("/root/slime/slime/backends/megatron_utils/model.py", 680, "train_one_step"),
+            ("/root/Megatron-LM/megatron/core/pipeline_parallel/schedules.py", 520, "forward_backward_no_pipelining"),
+            ("/usr/local/lib/python3.12/dist-packages/torch/autograd/__init__.py", 347, "backward")]
+    )
+    obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
+    assert obs.outcome == "training_step"
+    ev = obs.evidence
+    assert ev["open_timers"] == ["actor_train", "train"]
+    assert ev["last_step"] is None and ev["last_rollout"] == 0
+    assert ev["line"]["text"].startswith("torch.OutOfMemoryError")
+    assert obs.confidence >= 0.8
+
+
+def test_no_oom_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        OomContext().examine(make_run(tmp_path, ROLLOUT_0))
+    assert "no CUDA out-of-memory" in exc.value.reason
+
+
+def test_phase_marker_line_places_the_oom_when_timers_and_frames_are_silent(tmp_path):
+    log = (
+        "[2026-08-01 10:00:00] train.py:12 - Start training\n"
+        f"{T} [2026-08-01 10:06:00] model.py:896 - step 0: {{'train/loss': 0.01, 'train/grad_norm': 0.2}}\n"
+        f"{T} [2026-08-01 10:06:05] memory_utils.py:49 - [Rank 0] Memory-Usage before wake_up model: "
+        "{'gpu': '0', 'total_GB': 79.11, 'free_GB': 70.1, 'used_GB': 9.0}\n"
+    ) + traceback(T, [("/usr/local/lib/python3.12/dist-packages/torch/nn/modules/module.py", 1751, "_call_impl")])
+    obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
+    assert obs.outcome == "phase_switch"
+    ev = obs.evidence
+    assert ev["open_timers"] == [] and ev["phase_by_frames"] is None
+    assert "wake_up" in ev["last_phase_event"]["text"]
+    assert ev["last_phase_event"]["where"].endswith("job.log:3")

@@ -1,0 +1,259 @@
+"""The symptom classifier: every outcome on a real run directory, and the precedence between them."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from metric_runs import SLIME_ARGS, SlimeLog, healthy_hf_series, healthy_series, hf_run, slime_metrics_log
+from probes.symptom import PRECEDENCE, Symptom
+from triage.errors import Unavailable
+from triage.run import open_run
+
+OOM = """\
+(MegatronTrainRayActor pid=2345) Traceback (most recent call last):
+(MegatronTrainRayActor pid=2345)   File "/root/slime/slime/backends/megatron_utils/model.py", line 680, in train_one_step
+(MegatronTrainRayActor pid=2345)     losses_reduced = forward_backward_func(
+(MegatronTrainRayActor pid=2345) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.27 GiB. GPU 0 has a total capacity of 79.11 GiB of which 3.20 GiB is free.
+"""
+
+GARBLED = [
+    "нафтаξλ大学 vergütung ماهي สวัสดี Привет 的 αβγ abcдежfgh",
+    "<unk><unk><unk><unk><unk><unk>",
+    "ysicsOrg\ufffd\ufffd DRM\x03 cosponsoredNexus мosqu ξλ",
+]
+PROMPT = "<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def classify(run, **params):
+    probe = Symptom(Symptom.Params(**params)) if params else Symptom()
+    obs = probe.examine(run)
+    json.dumps(obs.evidence)
+    return obs
+
+
+def write(root, log: SlimeLog, tail: str = ""):
+    path = log.write(root)
+    if tail:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(tail)
+    return open_run(str(root))
+
+
+def test_outcomes_are_the_precedence_plus_no_symptom():
+    assert Symptom.outcomes == (*PRECEDENCE, "no_symptom")
+
+
+def test_healthy_slime_and_hf_runs_have_no_symptom(tmp_path):
+    log = slime_metrics_log(healthy_series())
+    log.finish_rollout(PROMPT, "6 * 7 = 42. The answer is 42.<|im_end|>")
+    obs = classify(write(tmp_path / "s", log))
+    assert obs.outcome == "no_symptom", obs.evidence["details"]
+    assert obs.evidence["symptoms_seen"] == []
+    assert classify(hf_run(tmp_path / "h", healthy_hf_series())).outcome == "no_symptom"
+
+
+def test_crash_with_nan_is_an_error_exit_and_ignore_errors_falls_through_to_nonfinite(tmp_path):
+    s = healthy_series()
+    s["grad_norm"][20:] = math.nan
+    s["loss"][20:] = math.nan
+    run = write(tmp_path, slime_metrics_log(s), OOM)
+    obs = classify(run)
+    assert obs.outcome == "error_exit"
+    assert obs.evidence["symptoms_seen"][:2] == ["error_exit", "nonfinite"]
+    crash = obs.evidence["details"]["error_exit"]
+    assert crash["error"] == "cuda_oom" and "CUDA out of memory" in crash["text"]
+    assert crash["where"].endswith(f"job.log:{len(slime_metrics_log(s).lines) + 4}")
+    assert "also seen: nonfinite" in obs.summary
+
+    obs = classify(run, ignore_errors=True)
+    assert obs.outcome == "nonfinite"
+    assert obs.evidence["ignored"] == ["error_exit"]
+    assert obs.evidence["details"]["nonfinite"]["onset_step"] == 20
+
+
+def test_retried_http_errors_and_warnings_are_not_a_crash(tmp_path):
+    log = slime_metrics_log(healthy_series())
+    for k in range(1, 4):
+        log.log(f"Error: HTTPConnectionPool(host='10.0.0.3', port=30000): Read timed out., retrying... "
+                f"(attempt {k}/60, url=http://10.0.0.3:30000/generate)", "http_utils.py:77")
+    log.log("UserWarning: the default value of use_reentrant will change", "warnings.py:109")
+    obs = classify(write(tmp_path, log))
+    assert obs.outcome == "no_symptom", obs.evidence["details"]
+
+
+def test_an_error_the_job_survived_is_not_its_exit(tmp_path):
+    log = SlimeLog().arguments(SLIME_ARGS)
+    log.raw("Traceback (most recent call last):")
+    log.raw('  File "/root/slime/reward.py", line 12, in score')
+    log.raw("ValueError: could not parse answer")
+    for _ in range(4):
+        log.finish_rollout(PROMPT, "6 * 7 = 42. The answer is 42.")
+    obs = classify(write(tmp_path, log))
+    assert obs.outcome != "error_exit"
+    assert "error_exit" not in obs.evidence["symptoms_seen"]
+
+
+def test_stuck_at_submission(tmp_path):
+    log = SlimeLog().arguments({**SLIME_ARGS, "actor_num_nodes": 2})
+    for elapsed in (10, 610, 1210):
+        log.log(f"Waiting for placement group of 16 GPUs (elapsed {elapsed}s): 8 GPUs registered with Ray, "
+                "8 available.", "placement_group.py:61")
+    obs = classify(write(tmp_path, log))
+    assert obs.outcome == "stuck_at_submission"
+    detail = obs.evidence["details"]["stuck_at_submission"]
+    assert detail["gpus_needed"] == 16 and detail["gpus_available"] == 8 and detail["waited_s"] == 1210
+    assert detail["wait_lines"] == 3
+
+
+def test_hang_from_flight_recorder_dumps(tmp_path):
+    write(tmp_path, slime_metrics_log(healthy_series(5)))
+    fr = tmp_path / "fr_dumps"
+    fr.mkdir()
+    for rank in range(2):
+        (fr / f"nccl_trace_rank_{rank}").write_bytes(b"\x80\x04}\x94.")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "hang"
+    assert obs.evidence["details"]["hang"]["flight_recorder"] == ["nccl_trace_rank_0", "nccl_trace_rank_1"]
+
+
+def test_hang_from_open_timer_and_nccl_watchdog_is_not_a_crash(tmp_path):
+    log = slime_metrics_log(healthy_series(5))
+    log.log("Timer train start", "timer.py:24")
+    log.raw("(MegatronTrainRayActor pid=2346) [rank1]:[E801 10:42:03.551 ProcessGroupNCCL.cpp:632] [Rank 1] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4211, OpType=ALLREDUCE, NumelIn=1, "
+            "Timeout(ms)=600000) ran for 600042 milliseconds before timing out.")
+    log.raw("(MegatronTrainRayActor pid=2346) terminate called after throwing an instance of 'c10::DistBackendError'")
+    obs = classify(write(tmp_path, log))
+    assert obs.outcome == "hang", obs.evidence["details"]
+    assert obs.evidence["details"]["hang"]["open_timers"] == {"train": 1}
+    assert "error_exit" not in obs.evidence["symptoms_seen"]
+
+
+def test_watchdog_timeouts_without_hang_evidence_are_an_error_exit(tmp_path):
+    log = slime_metrics_log(healthy_series(5))
+    log.raw("(MegatronTrainRayActor pid=2346) RuntimeError: NCCL communicator was aborted on rank 1.")
+    obs = classify(write(tmp_path, log))
+    assert obs.outcome == "error_exit"
+    assert obs.evidence["details"]["error_exit"]["error"] == "nccl_abort"
+
+
+def test_hang_of_a_running_job_whose_log_went_quiet(tmp_path):
+    path = slime_metrics_log(healthy_series(5)).write(tmp_path)
+    (tmp_path / "triage.json").write_text(json.dumps({"status": "running"}))
+    old = time.time() - 3 * 3600
+    os.utime(path, (old, old))
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "hang"
+    assert obs.evidence["details"]["hang"]["idle_s"] >= 3 * 3600 - 5
+
+
+def test_garbled_first_rollout_from_the_log(tmp_path):
+    log = slime_metrics_log(healthy_series(3))
+    for text in GARBLED:
+        log.finish_rollout(PROMPT, text)
+    obs = classify(write(tmp_path, log))
+    assert obs.outcome == "garbled_rollouts"
+    detail = obs.evidence["details"]["garbled_rollouts"]
+    assert detail["scores"][0] >= 0.5 and len(detail["scores"]) == 3
+    n = len(slime_metrics_log(healthy_series(3)).lines)
+    assert {e["where"].rsplit("/", 1)[-1] for e in detail["examples"]} == {f"job.log:{n + k}" for k in (1, 2, 3)}
+
+
+def test_garbled_rollouts_from_the_first_dump_win_over_a_step1_anomaly(tmp_path):
+    s = healthy_series(5)
+    s["ref_log_probs"][0] = -0.34
+    slime_metrics_log(s).write(tmp_path)
+    d = tmp_path / "dump" / "rollout_data"
+    d.mkdir(parents=True)
+    samples = [{"index": i, "prompt": PROMPT, "response": GARBLED[i % 3], "response_length": 12, "reward": 0.0,
+                "status": "completed", "tokens": list(range(20)), "loss_mask": [1] * 12,
+                "rollout_log_probs": [-5.0] * 12} for i in range(6)]
+    torch.save({"rollout_id": 0, "samples": samples}, d / "0.pt")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "garbled_rollouts"
+    assert obs.evidence["symptoms_seen"][:2] == ["garbled_rollouts", "step1_anomaly"]
+    assert obs.evidence["details"]["garbled_rollouts"]["garbled_fraction"] == 1.0
+
+
+def test_step1_anomaly_kl_and_large_log_probs(tmp_path):
+    s = healthy_series()
+    s["ref_log_probs"][0] = -0.35 + 1e-4
+    obs = classify(write(tmp_path / "kl", slime_metrics_log(s)))
+    assert obs.outcome == "step1_anomaly"
+    assert obs.evidence["details"]["step1_anomaly"]["probe_outcome"] == "kl_nonzero"
+    assert obs.evidence["details"]["step1_anomaly"]["log_prob_difference"] == pytest.approx(1e-4)
+
+    s = healthy_series()
+    s["log_probs"][0] = s["ref_log_probs"][0] = -0.8  # elevated, but under the symptom's 1.0
+    assert classify(write(tmp_path / "mild", slime_metrics_log(s))).outcome == "no_symptom"
+    s["log_probs"][0] = s["ref_log_probs"][0] = -1.5
+    obs = classify(write(tmp_path / "large", slime_metrics_log(s)))
+    assert obs.outcome == "step1_anomaly"
+    assert obs.evidence["details"]["step1_anomaly"]["probe_outcome"] == "logprob_elevated"
+
+
+def test_nonfinite_before_grad_explosion(tmp_path):
+    s = healthy_series()
+    s["grad_norm"][12] = math.nan
+    s["grad_norm"][20] = 300.0
+    obs = classify(write(tmp_path, slime_metrics_log(s)))
+    assert obs.outcome == "nonfinite"
+    assert obs.evidence["symptoms_seen"] == ["nonfinite", "grad_explosion"]
+    assert obs.evidence["details"]["nonfinite"]["probe_outcome"] == "isolated"
+    assert obs.evidence["details"]["grad_explosion"]["onset_step"] == 20
+
+
+def test_grad_explosion_from_grad_norm_and_from_loss_spikes(tmp_path):
+    s = healthy_hf_series()
+    s["grad_norm"][15:] = 40.0
+    obs = classify(hf_run(tmp_path / "g", s))
+    assert obs.outcome == "grad_explosion"
+    assert obs.evidence["details"]["grad_explosion"]["probe_outcome"] == "sustained_growth"
+
+    s = healthy_hf_series()
+    s["loss"] = 1.2 - 0.01 * np.arange(30) + 0.02 * np.random.default_rng(2).standard_normal(30)
+    s["loss"][18] = 5.5  # an SFT-style loss jumping ~5x
+    obs = classify(hf_run(tmp_path / "l", s))
+    assert obs.outcome == "grad_explosion"
+    detail = obs.evidence["details"]["grad_explosion"]
+    assert detail["probe_outcome"] == "loss_spikes" and detail["loss_spikes"][0]["step"] == 19
+
+
+def test_truncation(tmp_path):
+    s = healthy_hf_series()
+    s["truncated_ratio"] = np.full(30, 0.92)
+    obs = classify(hf_run(tmp_path, s))
+    assert obs.outcome == "truncation"
+    assert obs.evidence["details"]["truncation"]["ratio"] == 0.92
+
+
+def test_reward_flat(tmp_path):
+    s = healthy_hf_series(25)
+    s["raw_reward"] = np.zeros(25)
+    s["reward_std"] = np.zeros(25)
+    s["frac_zero_std"] = np.ones(25)
+    obs = classify(hf_run(tmp_path, s))
+    assert obs.outcome == "reward_flat"
+    assert obs.evidence["details"]["reward_flat"]["probe_outcome"] == "constant_zero"
+
+
+def test_policy_drift(tmp_path):
+    s = healthy_hf_series()
+    s["entropy"] = np.geomspace(0.4, 0.002, 30)
+    obs = classify(hf_run(tmp_path, s))
+    assert obs.outcome == "policy_drift"
+    assert obs.evidence["details"]["policy_drift"]["probe_outcome"] == "entropy_collapse"
+
+
+def test_unavailable_only_when_nothing_to_classify(tmp_path):
+    (tmp_path / "cmdline.txt").write_text("python3 train.py --actor-num-nodes 1\n")
+    with pytest.raises(Unavailable) as exc:
+        Symptom().examine(open_run(str(tmp_path)))
+    assert exc.value.artifact == "log"

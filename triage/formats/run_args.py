@@ -1,0 +1,281 @@
+"""A run's arguments, from wherever the job left them.
+
+slime / miles / Relax take their configuration as command-line flags
+(`python3 train.py --actor-num-nodes 1 --colocate ...`), and Megatron prints every
+argument once it has parsed them (the `arguments` block at the top of the log). A
+run may leave either, both, or a `cmdline.txt` / manifest: this module reads each
+and merges them, keeping where every value came from so evidence can say so.
+
+Names are always normalised to Python attribute form (`--max-tokens-per-gpu` ->
+`max_tokens_per_gpu`), the form Megatron prints and probes ask for.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triage.errors import CorruptArtifact
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+# Sources, lowest priority first.
+ARGUMENTS_BLOCK = "arguments_block"
+COMMAND_LINE = "command_line"
+MANIFEST = "manifest"
+DERIVED = "derived"  # implied by another argument, as the framework itself does
+
+MAX_COMMAND_FILE_BYTES = 1 << 20
+# argparse flags declared with action="append": repeating them accumulates values.
+APPEND_FLAGS = frozenset({"rollout_sample_hook_path"})
+
+_INT = re.compile(r"[-+]?\d+")
+_FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan|infinity)", re.I)
+# `AttnBackend.flash` (str() of an Enum member) or `<AttnBackend.flash: 2>` (its repr).
+_ENUM_STR = re.compile(r"[A-Z][A-Za-z0-9_]*\.([a-z_][A-Za-z0-9_]*)")
+_FILE_SUFFIXES = frozenset({"py", "sh", "json", "jsonl", "yaml", "yml", "txt", "md", "pt", "bin", "parquet", "safetensors"})
+_ENUM_REPR = re.compile(r"<[A-Z][A-Za-z0-9_]*\.([A-Za-z_][A-Za-z0-9_]*): [^>]*>")
+_PYTHON = re.compile(r"(?:.*/)?python(?:\d+(?:\.\d+)*)?")
+_LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate"})
+
+
+def normalise_name(flag: str) -> str:
+    """`--max-tokens-per-gpu` -> `max_tokens_per_gpu`."""
+    return flag.strip().lstrip("-").replace("-", "_")
+
+
+def convert_value(text: str) -> object:
+    """A flag value or a printed argument as the type argparse would most likely have made.
+
+    Ints and floats become numbers, None / True / False their constants, Python list /
+    tuple / dict reprs lists and dicts, enum reprs (`AttnBackend.flash`) their member
+    name; anything else stays the string it was (paths, `bf16`, `${VAR}`).
+    """
+    s = text.strip()
+    if s == "None":
+        return None
+    if s == "True":
+        return True
+    if s == "False":
+        return False
+    if _INT.fullmatch(s):
+        return int(s)
+    if _FLOAT.fullmatch(s):
+        return float(s)
+    if s[:1] in "[({" and s[-1:] in "])}":
+        try:
+            value = ast.literal_eval(s)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return s
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+    enum = _ENUM_STR.fullmatch(s) or _ENUM_REPR.fullmatch(s)
+    if enum and enum.group(1) not in _FILE_SUFFIXES:
+        return enum.group(1)
+    return s
+
+
+def parse_arguments_block(raw: Mapping[str, str]) -> dict[str, object]:
+    """Megatron's printed arguments (`name ..... value`) with their values typed."""
+    return {normalise_name(name): convert_value(value) for name, value in raw.items()}
+
+
+def parse_command_line(text: str) -> dict[str, object]:
+    """The flags of a training command line, typed.
+
+    Accepts what users paste or jobs print: line continuations, `VAR=1 python3 ...`,
+    `ray job submit ... -- python3 train.py ...`, `torchrun ... train.py ...`, or bare
+    flags. `--flag value`, `--flag=value`, flags with no value (True) and nargs lists
+    (`--rollout-stop-token-ids 1 2 3` -> [1, 2, 3]); a repeated flag keeps its last
+    value, as argparse does (flags declared as append accumulate).
+    """
+    joined = re.sub(r"\\\r?\n", " ", text)
+    tokens = _split(joined)
+    args = _after_program(tokens)
+    return _parse_flags(args)
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text, comments=False, posix=True)
+    except ValueError:  # an unbalanced quote in a pasted line: split on whitespace instead
+        return text.split()
+
+
+def _after_program(tokens: list[str]) -> list[str]:
+    """The tokens after the script (or module) that a python / launcher invocation runs."""
+    start = None
+    for i, tok in enumerate(tokens):
+        base = tok.rsplit("/", 1)[-1]
+        if _PYTHON.fullmatch(base) or base in _LAUNCHERS:
+            start = i + 1
+            break
+    if start is None:
+        for tok in tokens:
+            head = tok.strip().split(None, 1)
+            if len(head) == 2 and _PYTHON.fullmatch(head[0].rsplit("/", 1)[-1]):
+                # `bash -c "python3 train.py ..."`: the command is one quoted token.
+                return _after_program(_split(tok))
+        first_flag = next((i for i, t in enumerate(tokens) if t.startswith("--")), None)
+        if first_flag is None:
+            return []
+        # `script.py --a 1` or bare flags
+        return tokens[first_flag:]
+    j = start
+    while j < len(tokens):
+        tok = tokens[j]
+        if tok == "-m" and j + 1 < len(tokens):
+            return tokens[j + 2:]
+        if tok.endswith(".py"):
+            return tokens[j + 1:]
+        if tok.startswith("-"):  # interpreter / launcher options such as -u, --nproc-per-node 8
+            j += 1
+            continue
+        j += 1
+    return []
+
+
+def _is_flag(tok: str) -> bool:
+    if tok.startswith("--") and len(tok) > 2:
+        return True
+    return len(tok) > 1 and tok[0] == "-" and tok[1].isalpha() and not _FLOAT.fullmatch(tok)
+
+
+def _parse_flags(tokens: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    i = 0
+    n = len(tokens)
+    while i < n:
+        tok = tokens[i]
+        if not _is_flag(tok):
+            i += 1
+            continue
+        if "=" in tok:
+            name, _, raw = tok.partition("=")
+            values: list[object] = [convert_value(raw)]
+            i += 1
+        else:
+            name = tok
+            values = []
+            i += 1
+            while i < n and not _is_flag(tokens[i]) and tokens[i] != "--":
+                values.append(convert_value(tokens[i]))
+                i += 1
+        key = normalise_name(name)
+        if not key:
+            continue
+        value: object = True if not values else values[0] if len(values) == 1 else values
+        if key in APPEND_FLAGS:
+            prior = out.get(key, [])
+            assert isinstance(prior, list)
+            out[key] = prior + (values if values else [True])
+        else:
+            out[key] = value
+    return out
+
+
+class RunArgs(Mapping[str, object]):
+    """A run's arguments, read-only, names normalised, each with the source it came from."""
+
+    def __init__(self, values: Mapping[str, object] | None = None, sources: Mapping[str, str] | None = None) -> None:
+        self._values: dict[str, object] = {normalise_name(k): v for k, v in (values or {}).items()}
+        given = {normalise_name(k): s for k, s in (sources or {}).items()}
+        self._sources: dict[str, str] = {k: given.get(k, MANIFEST) for k in self._values}
+
+    def __getitem__(self, name: str) -> object:
+        return self._values[normalise_name(name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and normalise_name(name) in self._values
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __repr__(self) -> str:
+        return f"RunArgs({len(self._values)} args)"
+
+    def get(self, name: str, default: object = None) -> object:
+        return self._values.get(normalise_name(name), default)
+
+    def has(self, name: str) -> bool:
+        return normalise_name(name) in self._values
+
+    def source_of(self, name: str) -> str | None:
+        """Where a value came from: arguments_block, command_line, manifest or derived."""
+        return self._sources.get(normalise_name(name))
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self._values)
+
+
+def collect_run_args(run: Run) -> RunArgs:
+    """Every source of arguments a run has, merged; later sources override earlier ones.
+
+    Lowest priority first: Megatron's arguments block in the log, the command line
+    found in the log, the command line file / manifest `command`, the manifest's
+    `args`. Then what the framework derives itself: `--load-debug-rollout-data`
+    implies `debug_train_only`, `--dump-details D` names the debug dump templates.
+    """
+    values: dict[str, object] = {}
+    sources: dict[str, str] = {}
+
+    def layer(found: Mapping[str, object], source: str) -> None:
+        for key, value in found.items():
+            name = normalise_name(key)
+            values[name] = value
+            sources[name] = source
+
+    artifacts = run.artifacts
+    if artifacts.logs:
+        log = run.log
+        if log.arguments:
+            layer(parse_arguments_block(log.arguments), ARGUMENTS_BLOCK)
+        if log.command_line:
+            layer(parse_command_line(log.command_line), COMMAND_LINE)
+    if artifacts.command_line is not None:
+        layer(parse_command_line(_read_command_file(artifacts.command_line)), COMMAND_LINE)
+    elif artifacts.command:
+        layer(parse_command_line(artifacts.command), COMMAND_LINE)
+    if run.manifest.args:
+        layer(run.manifest.args, MANIFEST)
+
+    _derive(values, sources)
+    return RunArgs(values, sources)
+
+
+def _derive(values: dict[str, object], sources: dict[str, str]) -> None:
+    """What slime's argument validation sets from other arguments."""
+    if values.get("load_debug_rollout_data") and sources.get("debug_train_only") != MANIFEST:
+        values["debug_train_only"] = True
+        sources["debug_train_only"] = DERIVED
+    dump = values.get("dump_details")
+    if isinstance(dump, str) and dump:
+        for key, sub in (("save_debug_rollout_data", "rollout_data"), ("save_debug_train_data", "train_data")):
+            if values.get(key) is None:
+                values[key] = f"{dump.rstrip('/')}/{sub}/{{rollout_id}}.pt"
+                sources[key] = DERIVED
+
+
+def _read_command_file(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_COMMAND_FILE_BYTES + 1)
+    except OSError as exc:
+        raise CorruptArtifact(path, f"cannot read the command line file: {exc.strerror or exc}") from None
+    if len(data) > MAX_COMMAND_FILE_BYTES:
+        raise CorruptArtifact(path, f"command line file is larger than {MAX_COMMAND_FILE_BYTES >> 20} MB; expected one command")
+    if b"\x00" in data:
+        raise CorruptArtifact(path, "command line file is binary, expected the job's command as text")
+    return data.decode("utf-8", "replace")

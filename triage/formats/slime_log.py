@@ -1,0 +1,883 @@
+"""One streaming pass over slime / miles / Relax job logs, into a small LogIndex.
+
+A job's driver log is often gigabytes, almost all of it SGLang and Ray chatter.
+The scan reads it in binary chunks and never holds more than a chunk and one line:
+each chunk is searched once, in C, for every marker the triage cares about (metric
+dicts, error words, checkpoint messages, timers, ...) and only the lines that hold
+a marker are decoded and parsed in Python. Line numbers come from counting newlines
+between those lines, so the user can be pointed at `driver.log:48213`.
+
+Formats recognised (see shared/FORMATS.md):
+  slime   `[2026-08-01 10:00:00] model.py:918 - step 3: {...}`
+  miles   `[2026-08-01 10:00:00.123 actor_cell0_rank0] model.py:918 - ...`
+  Relax   `2026-08-01 10:00:00 | INFO | relax.components.actor:185 ...` (colorlog, ANSI codes)
+  SGLang  `[2026-08-01 10:00:00 TP0] Decode batch. ...`
+  Ray     `2026-08-01 10:00:00,123	INFO worker.py:1841 -- ...`, actor prefixes
+          `(MegatronTrainRayActor pid=1234) `, `(SGLangEngine pid=7, ip=10.0.0.3) `
+  bare    `print()` output (slime v0.1.0), tracebacks, `[rank0]: ` prefixed lines.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Generic, TypeVar
+
+from triage.errors import CorruptArtifact
+from triage.formats.log_index import (
+    MAX_ERROR_LINES,
+    MAX_FINISH_ROLLOUTS,
+    MAX_NOTABLE,
+    MAX_TRACEBACKS,
+    LogIndex,
+    LogLine,
+    PlacementGroupWait,
+    TimerStats,
+    Traceback,
+)
+from triage.formats.pyrepr import parse_metric_dict
+
+try:  # optional: one multi-pattern pass per chunk instead of one pass per marker
+    import ahocorasick_rs as _ahocorasick
+except ImportError:  # pragma: no cover - depends on the environment
+    _ahocorasick = None
+
+__all__ = ["scan_logs", "LogIndex", "CHUNK_BYTES", "MAX_LINE_BYTES"]
+
+CHUNK_BYTES = 8 << 20
+MAX_LINE_BYTES = 1 << 20  # longer lines are counted and skipped, never decoded
+SNIFF_BYTES = 64 << 10  # how much of a file decides whether it is text at all
+MAX_TEXT_CHARS = 2000  # LogLine.text cap
+MAX_PLACEMENT_WAITS = 20
+MAX_FRAMES = 40
+MAX_OPEN_TRACEBACKS = 256
+MAX_TIMERS = 1000
+MAX_COMMAND_CHARS = 256 << 10
+MAX_ARGUMENT_LINES = 5000
+MAX_CONTINUATION_LINES = 1000
+SAMPLE_LINES = 200  # lines read at the head and tail of each file for its format and timestamps
+
+# Error words, matched against a line's message. Broad on purpose: a probe decides
+# what a line means, the scan only must not miss it.
+ERROR_WORDS: tuple[str, ...] = (
+    "Error", "error", "ERROR", "Exception", "exception", "Traceback",
+    "exitcode", "exit code", "Killed", "killed", "SIGKILL", "SIGSEGV", "SIGABRT", "Segmentation fault",
+    "core dumped", "out of memory", "OutOfMemory", "OOM", "oom-kill", "Not enough memory",
+    "illegal memory access", "NCCL", "Watchdog", "timed out", "timing out", "Max retries",
+    "already in use", "boundary", "padding token", "does not appear to have", "does not exist",
+)
+
+# What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
+# for. Every line the scan parses holds at least one marker; a line holding none is
+# only counted. The error words are covered by shorter stems ("rror" for Error /
+# error / *Error, which also covers the exception lines of HF / Ray / torch errors).
+# Each marker costs search time, and past 64 the automaton loses its SIMD prefilter.
+_METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK = 1, 2, 4, 8
+_MARKERS: tuple[tuple[bytes, int], ...] = (
+    (b": {", _METRIC_MARK),  # metric dicts: `step 3: {...}`; must stay first (_METRIC_NEEDLE)
+    *((word, _ERROR_MARK) for word in (
+        b"rror", b"RROR", b"xception", b"exit", b"illed", b"SIG", b"Segmentation fault", b"core dumped",
+        b"out of memory", b"OutOfMemory", b"OOM", b"oom-kill", b"Not enough memory", b"illegal memory access",
+        b"NCCL", b"Watchdog", b"timed out", b"timing out", b"Max retries", b"already in use", b"boundary",
+        b"padding token", b"does not ",
+    )),
+    (b"Traceback", _ERROR_MARK | _TRACE_MARK),
+    *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
+    *((word, _OTHER_MARK) for word in (
+        b"Finish rollout", b"Start rollout", b"Actor training", b"Timer ", b"Waiting for placement group",
+        b" arguments ---", b"python", b"checkpoint", b"metadata file", b"start from random",
+        b"NaN", b"found Inf", b"kipping", b"weights", b"ffload", b"nload", b"_memory_occupation", b"wake_up",
+    )),
+)
+_NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
+_MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
+_METRIC_NEEDLE = 0
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_RAY_PREFIX = re.compile(r"\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?")
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+_RANK_PREFIX = re.compile(r"\[(?P<rank>(?:default)?rank\d+)\]:\s?")
+_TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
+_SLIME_FMT = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] (?P<file>[^\s:\]]+):\d+ - ")
+_FAST_SLIME = re.compile(
+    r"(?:\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?)?"
+    r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
+)
+_BRACKET_TS = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] ?")
+_RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| [^\s|]+:\d+(?:\[[^\]]*\])? ?")
+_RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
+_PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
+
+_METRIC_HEAD = re.compile(rb"(?:^|[\s\]\)>|-])(?:[A-Za-z_]+-)?(?:step|rollout|perf|eval|passrate|multi_turn) \d+$", re.M)
+# slime / miles metric lines, prefix and all, in one match (the common case, kept cheap)
+_FAST_METRIC = re.compile(
+    r"(?:\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?)?"
+    r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
+    r"(?P<kind>(?:[A-Za-z_]+-)?step|rollout|perf|eval|passrate|multi_turn) (?P<n>\d+): (?P<dict>\{.*)"
+)
+_FAST_TIMER = re.compile(
+    r"(?:\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?)?"
+    r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
+    r"(?P<msg>Timer (?P<name>\S+) (?P<what>start|end)(?: \(elapsed: (?P<s>[-+\d.eE]+|nan|inf)s\))?\s*$)"
+)
+_METRIC = re.compile(r"(?P<kind>(?:[A-Za-z_]+-)?step|rollout|perf|eval|passrate|multi_turn) (?P<n>\d+): (?P<dict>\{.*)")
+_ERROR_RE = re.compile("|".join(re.escape(w) for w in ERROR_WORDS))
+_TIMER = re.compile(r"Timer (?P<name>\S+) (?P<what>start|end)\b(?: \(elapsed: (?P<s>[-+\d.eE]+|nan|inf)s\))?")
+_PLACEMENT = re.compile(
+    r"Waiting for placement group of (?P<need>\d+) GPUs \(elapsed (?P<s>[\d.]+)s\): "
+    r"(?P<reg>[\d.]+) GPUs registered with Ray, (?P<avail>[\d.]+) available"
+)
+_ARGS_BEGIN = re.compile(r"-{3,} arguments -{3,}\s*$")
+_ARGS_END = re.compile(r"-{3,} end of arguments -{3,}\s*$")
+_ARG_LINE = re.compile(r" {1,4}(?P<name>[A-Za-z_][\w.-]*) \.*(?: (?P<value>.*))?$")
+_PYTHON_CMD = re.compile(
+    r"(?:^|(?<=[\s;&|(`'\"=]))(?P<cmd>(?:[^\s;&|(`'\"=]*/)?python[\d.]*\s+(?:-[A-Za-z]\s+)*"
+    r"(?:-m\s+(?P<module>[\w.]+)|(?P<script>[^\s;&|]+\.py))\b.*)"
+)
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s.*)?)?\s*$")
+_PROGRESS = re.compile(r"\b(?P<what>Start|Finish) rollout (?P<i>\d+)/(?P<n>\d+)")
+_TRAIN_PROGRESS = re.compile(r"\bActor training (?:completed )?step \d+/\d+")
+_NAN_SKIP = re.compile(
+    r"\b(?:found|detected|got|result)\s+(?:nan|inf)\b|\b(?:nan|inf)\b.{0,40}\b(?:grad|loss)|"
+    r"\b(?:loss|grad\w*)\s+(?:is|was|are)\s+(?:nan|inf)\b|"
+    r"\bskip(?:ping|ped)?\s+(?:this\s+|the\s+)?(?:optimizer\s+)?(?:step|iteration|update)",
+    re.I,
+)
+_WEIGHTS_UPDATE = re.compile(r"update[_ ]weights", re.I)
+_RELEASE = re.compile(r"release_memory_occupation|(?<![\w-])[Oo]ffload(?:ing|ed)?\b(?![_=-])")
+_RESUME = re.compile(r"resume_memory_occupation|(?<![\w-])[Oo]nload(?:ing|ed)?\b(?![_=-])|\bwake_up\b")
+_CKPT_LOADED = ("successfully loaded checkpoint", "loading checkpoint from", "loading distributed checkpoint from",
+                "loading release checkpoint", "loading release distributed checkpoint", "Load checkpoint from")
+_CKPT_MISSING = ("could not find the metadata file", "will not load any checkpoints", "start from random",
+                 "no checkpoint found", "No checkpoint found")
+_CKPT_SAVED = ("saving checkpoint at iteration", "successfully saved checkpoint")
+
+NOTABLE_TAGS = (
+    "ckpt_loaded", "ckpt_not_found", "ckpt_saved", "nan_skip", "rollout_progress",
+    "train_progress", "weights_update", "release_memory", "resume_memory",
+)
+
+T = TypeVar("T")
+
+
+class _HeadTail(Generic[T]):
+    """The first half and the last half of at most `limit` items, and how many were seen."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = limit // 2
+        self.head: list[T] = []
+        self.tail: deque[T] = deque(maxlen=limit - self.half)
+        self.seen = 0
+
+    def add(self, item: T) -> None:
+        self.seen += 1
+        if len(self.head) < self.half:
+            self.head.append(item)
+        else:
+            self.tail.append(item)
+
+    def items(self) -> list[T]:
+        return self.head + list(self.tail)
+
+
+class _NeedleFinder:
+    """Start offsets of every marker in a stretch of bytes, in order.
+
+    With ahocorasick_rs installed this is one SIMD-assisted pass for all markers;
+    without it, one `bytes.find` pass per marker (same answer, slower).
+    """
+
+    def __init__(self, needles: tuple[bytes, ...], use_automaton: bool | None = None) -> None:
+        self.needles = needles
+        if use_automaton is None:
+            use_automaton = _ahocorasick is not None
+        self._ac = None
+        if use_automaton:
+            if _ahocorasick is None:
+                raise RuntimeError("ahocorasick_rs is not installed")
+            self._ac = _ahocorasick.BytesAhoCorasick(list(needles), matchkind=_ahocorasick.MatchKind.LeftmostFirst)
+
+    def hits(self, data: bytes, start: int, end: int) -> list[tuple[int, int, int]]:
+        """(marker index, start, end) of the markers in data[start:end], offsets from `start`, in order."""
+        if self._ac is not None:
+            return self._ac.find_matches_as_indexes(memoryview(data)[start:end])
+        found: list[tuple[int, int, int]] = []
+        for k, needle in enumerate(self.needles):
+            pos = data.find(needle, start, end)
+            while pos >= 0:
+                found.append((k, pos - start, pos - start + len(needle)))
+                eol = data.find(b"\n", pos, end)
+                if eol < 0:
+                    break
+                pos = data.find(needle, eol + 1, end)  # one hit per line is enough
+        found.sort(key=lambda hit: hit[1])
+        return found
+
+
+@dataclass
+class _OpenTraceback:
+    line_no: int
+    source: str | None
+    head: list[str] = field(default_factory=list)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_FRAMES // 2))
+
+    def add_frame(self, frame: str) -> None:
+        if len(self.head) < MAX_FRAMES // 2:
+            self.head.append(frame)
+        else:
+            self.tail.append(frame)
+
+    def frames(self) -> tuple[str, ...]:
+        return tuple(self.head) + tuple(self.tail)
+
+
+@dataclass(slots=True)
+class _Line:
+    """A decoded line split into the parts the formats carry."""
+
+    text: str  # the message
+    source: str | None
+    timestamp: str | None
+    level: str | None
+    fmt: str | None  # slime | miles | relax | sglang | ray | None
+
+
+class _Index:
+    """What the scan accumulates across files, bounded; turned into a LogIndex at the end."""
+
+    def __init__(self) -> None:
+        self.out = LogIndex()
+        self.seq = 0
+        self.errors: _HeadTail[LogLine] = _HeadTail(MAX_ERROR_LINES)
+        self.finish: _HeadTail[tuple[str, int, str]] = _HeadTail(MAX_FINISH_ROLLOUTS)  # (path, line_no, raw)
+        self.tracebacks: _HeadTail[Traceback] = _HeadTail(MAX_TRACEBACKS)
+        per_tag = max(2, MAX_NOTABLE // len(NOTABLE_TAGS))
+        self.notable: dict[str, _HeadTail[tuple[int, LogLine]]] = {t: _HeadTail(per_tag) for t in NOTABLE_TAGS}
+        self.waits: deque[PlacementGroupWait] = deque(maxlen=MAX_PLACEMENT_WAITS)
+        self.timer_open: dict[str, int] = {}
+        self.votes = {"slime": 0, "miles": 0, "relax": 0, "bare_metrics": 0}
+        self.command_is_train = False
+
+    def timestamp(self, ts: str) -> None:
+        out = self.out
+        if out.first_timestamp is None or ts < out.first_timestamp:
+            out.first_timestamp = ts
+        if out.last_timestamp is None or ts > out.last_timestamp:
+            out.last_timestamp = ts
+
+    def finish_index(self) -> LogIndex:
+        out = self.out
+        out.errors = self.errors.items()
+        out.dropped_errors = self.errors.seen - len(out.errors)
+        out.finish_rollouts = [_finish_line(*item) for item in self.finish.items()]
+        out.tracebacks = self.tracebacks.items()
+        kept = [item for tag in NOTABLE_TAGS for item in self.notable[tag].items()]
+        out.notable = [line for _, line in sorted(kept, key=lambda item: item[0])]
+        out.placement_group_waits = list(self.waits)
+        for name, still_open in self.timer_open.items():
+            out.timers[name].started_not_ended = still_open
+        v = self.votes
+        if v["relax"]:
+            out.framework = "relax"
+        elif v["miles"] and v["miles"] >= v["slime"]:
+            out.framework = "miles"
+        elif v["slime"] or v["bare_metrics"]:
+            out.framework = "slime"
+        else:
+            out.framework = "unknown"
+        return out
+
+
+def scan_logs(paths: list[Path], *, use_automaton: bool | None = None) -> LogIndex:
+    """Index the logs of one run, in the order given.
+
+    Raises CorruptArtifact when a file cannot be read, or is binary rather than a log.
+    `use_automaton` forces (True) or refuses (False) the multi-pattern search; the
+    default uses it when ahocorasick_rs is installed. Results are the same either way.
+    """
+    index = _Index()
+    finder = _NeedleFinder(_NEEDLES, use_automaton)
+    for path in paths:
+        _FileScan(Path(path), index, finder).run()
+    return index.finish_index()
+
+
+def _finish_line(path: str, line_no: int, raw: str) -> LogLine:
+    line = split_line(raw)
+    return LogLine(path, line_no, _cap(line.text.strip()), line.source, line.timestamp, line.level)
+
+
+def _cap(text: str) -> str:
+    """At most MAX_TEXT_CHARS: the head and the tail, where the useful parts of long lines sit."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    keep = MAX_TEXT_CHARS - 3
+    return text[: keep // 2] + " … " + text[-(keep - keep // 2):]
+
+
+def _normal_ts(ts: str, ms: str | None) -> str:
+    ts = ts.replace("T", " ", 1)
+    return ts + "." + ms[1:] if ms else ts
+
+
+def split_line(raw: str) -> _Line:
+    """Strip ANSI codes, the Ray actor prefix and the format's prefix off one line."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    text = raw.rstrip("\r\n")
+    m = _FAST_SLIME.match(text)
+    if m:  # the common case in one match: `(Actor pid=1) [ts] file.py:12 - message`
+        tag = m.group("tag").strip()
+        src = m.group("src")
+        if m.group("ms") and tag:
+            return _Line(text[m.end():], src or tag, _normal_ts(m.group("ts"), m.group("ms")), None, "miles")
+        return _Line(text[m.end():], src, _normal_ts(m.group("ts"), m.group("ms")), None, "slime")
+    source = None
+    if text.startswith("("):
+        m = _RAY_PREFIX.match(text)
+        if m:
+            source = m.group("src")
+            text = text[m.end():]
+            if text.endswith("]") and "across cluster" in text:
+                text = _RAY_REPEATED.sub("", text)
+    if text.startswith("[rank") or text.startswith("[defaultrank"):
+        m = _RANK_PREFIX.match(text)
+        if m:
+            source = source or m.group("rank")
+            text = text[m.end():]
+    first = text[:1]
+    if first == "[":
+        m = _SLIME_FMT.match(text)
+        if m:
+            tag = m.group("tag").strip()
+            if m.group("ms") and tag:
+                return _Line(text[m.end():], source or tag, _normal_ts(m.group("ts"), m.group("ms")), None, "miles")
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), None, "slime")
+        m = _BRACKET_TS.match(text)
+        if m:
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), None, "sglang")
+    elif first.isdigit():
+        m = _RELAX_FMT.match(text)
+        if m:
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), None), m.group("level"), "relax")
+        m = _RAY_FMT.match(text)
+        if m:
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), "ray")
+    elif first in "DIWEC":
+        m = _PY_FMT.match(text)
+        if m:
+            return _Line(text[m.end():], source, None, m.group("level"), None)
+    return _Line(text, source, None, None, None)
+
+
+class _FileScan:
+    """One file, read once in chunks."""
+
+    def __init__(self, path: Path, index: _Index, finder: _NeedleFinder) -> None:
+        self.path = path
+        self.where = str(path)
+        self.ix = index
+        self.out = index.out
+        self.finder = finder
+        self.lines = 0  # newlines consumed so far
+        self.tracebacks: dict[str | None, _OpenTraceback] = {}
+        # a multi-line construct being read line by line: Megatron's arguments block,
+        # or a command line continued with backslashes
+        self.walk: str | None = None
+        self.walk_source: str | None = None
+        self.walk_budget = 0
+        self.arguments: dict[str, str] = {}
+        self.command_parts: list[str] = []
+        self.tail_sample: bytes = b""
+
+    # -- reading ---------------------------------------------------------------
+
+    def _open(self) -> BinaryIO:
+        try:
+            if self.path.is_dir():
+                raise CorruptArtifact(self.path, "is a directory, not a log file")
+            fh: BinaryIO = open(self.path, "rb")
+        except OSError as exc:
+            raise CorruptArtifact(self.path, f"cannot read log: {exc.strerror or exc}") from None
+        try:
+            magic = fh.read(2)
+            fh.seek(0)
+        except OSError as exc:
+            fh.close()
+            raise CorruptArtifact(self.path, f"cannot read log: {exc.strerror or exc}") from None
+        if magic == b"\x1f\x8b":
+            fh.close()
+            return gzip.open(self.path, "rb")  # type: ignore[return-value]
+        return fh
+
+    def _read(self, fh: BinaryIO) -> bytes:
+        try:
+            return fh.read(CHUNK_BYTES)
+        except EOFError:  # a .gz cut short: what was read stays, the tail is marked truncated
+            self.out.truncated_tail = True
+            return b""
+        except (OSError, zlib.error) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CorruptArtifact(self.path, f"cannot read log: {reason}") from None
+
+    def _sniff(self, data: bytes) -> None:
+        sample = data[:SNIFF_BYTES]
+        if b"\x00" in sample:
+            raise CorruptArtifact(self.path, "is not a text log: it contains NUL bytes (binary data)")
+        if not sample:
+            return
+        bad = sample.decode("utf-8", "replace").count("\ufffd")
+        if bad > len(sample) * 0.3:
+            share = round(100 * bad / len(sample))
+            raise CorruptArtifact(self.path, f"is not a text log: {share}% of its first {SNIFF_BYTES >> 10} KB is not UTF-8 text")
+
+    def run(self) -> None:
+        ix, out = self.ix, self.out
+        out.files.append(self.where)
+        with self._open() as fh:
+            carry = b""  # the start of a line that continues in the next chunk
+            skipping = False  # inside a line longer than MAX_LINE_BYTES
+            first = True
+            while True:
+                data = self._read(fh)
+                if not data:
+                    break
+                out.bytes += len(data)
+                if first:
+                    self._sniff(data)
+                    first = False
+                    self._sample_head(data)
+                start, end = 0, len(data)
+                if skipping:
+                    nl = data.find(b"\n")
+                    if nl < 0:
+                        continue
+                    skipping = False
+                    self.lines += 1
+                    start = nl + 1
+                elif carry:
+                    nl = data.find(b"\n")
+                    if nl < 0:
+                        if len(carry) + end > MAX_LINE_BYTES:
+                            skipping, carry = True, b""
+                            out.skipped_long_lines += 1
+                        else:
+                            carry += data
+                        continue
+                    line = carry + data[: nl + 1]
+                    carry = b""
+                    if len(line) > MAX_LINE_BYTES + 1:
+                        out.skipped_long_lines += 1
+                        self.lines += 1
+                    else:
+                        self._block(line, 0, len(line))
+                    start = nl + 1
+                last_nl = data.rfind(b"\n", start)
+                if last_nl < 0:
+                    rest = end - start
+                    if rest > MAX_LINE_BYTES:
+                        skipping = True
+                        out.skipped_long_lines += 1
+                    else:
+                        carry = data[start:]
+                    continue
+                self._block(data, start, last_nl + 1)
+                self.tail_sample = data[max(start, last_nl + 1 - SNIFF_BYTES): last_nl + 1]
+                if end - (last_nl + 1) > MAX_LINE_BYTES:
+                    skipping = True
+                    out.skipped_long_lines += 1
+                elif last_nl + 1 < end:
+                    carry = data[last_nl + 1:]
+            if skipping:
+                out.truncated_tail = True
+                self.lines += 1
+            elif carry:
+                out.truncated_tail = True
+                self._block(carry, 0, len(carry))  # counts and parses the unterminated last line
+                self.tail_sample = (self.tail_sample + b"\n" + carry)[-SNIFF_BYTES:]
+        self._sample_tail()
+        self._close_all_tracebacks()
+        self._end_walk()
+        out.lines += self.lines
+
+    # -- per chunk -------------------------------------------------------------
+
+    def _block(self, data: bytes, start: int, end: int) -> None:
+        """Parse the marked lines of data[start:end], which ends at a line end (or at EOF)."""
+        hits = self.finder.hits(data, start, end)
+        longs = _long_lines(data, start, end)
+        if longs:
+            self.out.skipped_long_lines += len(longs)
+        n = len(hits)
+        i = 0
+        pos = start  # a line start; newlines before it are in `line_no`
+        line_no = self.lines
+        if self.walk is not None:
+            pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i, longs)
+        while i < n:
+            k, p, _ = hits[i]
+            p += start
+            i += 1
+            if p < pos:
+                continue
+            if k == _METRIC_NEEDLE and not 48 <= data[p - 1] <= 57:
+                continue  # `: {` after no number: not `step N: {`; the line may still hold another marker
+            ls = data.rfind(b"\n", pos, p) + 1 or pos
+            if ls < pos:
+                ls = pos
+            le = data.find(b"\n", p, end)
+            if le < 0:
+                le = end
+            marks = _MARK_OF[k]
+            while i < n and hits[i][1] + start < le:
+                marks |= _MARK_OF[hits[i][0]]
+                i += 1
+            if marks == _METRIC_MARK and not _METRIC_HEAD.search(data, max(ls, p - 64), p):
+                continue  # a dict, but not after `step N` (say `Memory-Usage ...: {...}`); later hits may still be
+            line_no += data.count(b"\n", pos, ls) + 1
+            pos = le + 1
+            if longs and _inside(longs, ls):
+                continue
+            self._line(data[ls:le].decode("utf-8", "replace"), line_no, marks)
+            if self.walk is not None:
+                pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i, longs)
+        if pos < end:
+            line_no += data.count(b"\n", pos, end)
+            if data[end - 1] != 0x0A:
+                line_no += 1  # an unterminated last line is a line too
+        elif pos > end:
+            # the last handled line had no newline (EOF) and was counted already
+            pass
+        self.lines = line_no
+
+    def _walk_lines(self, data: bytes, start: int, pos: int, end: int, line_no: int,
+                    hits: list[tuple[int, int, int]], i: int, longs: list[tuple[int, int]]) -> tuple[int, int, int]:
+        """Feed lines one by one to the open multi-line construct until it ends."""
+        n = len(hits)
+        while self.walk is not None and pos < end:
+            le = data.find(b"\n", pos, end)
+            if le < 0:
+                le = end
+            marks = 0
+            while i < n and hits[i][1] + start < le:
+                if hits[i][1] + start >= pos:
+                    marks |= _MARK_OF[hits[i][0]]
+                i += 1
+            line_no += 1
+            if not (longs and _inside(longs, pos)):
+                raw = data[pos:le].decode("utf-8", "replace")
+                if not self._walk_feed(raw) and marks:
+                    self._line(raw, line_no, marks)
+            pos = le + 1
+        return pos, line_no, i
+
+    # -- per line ----------------------------------------------------------------
+
+    def _logline(self, line: _Line, line_no: int, tag: str | None = None, text: str | None = None) -> LogLine:
+        return LogLine(self.where, line_no, _cap((line.text if text is None else text).strip()), line.source,
+                       line.timestamp, line.level, tag)
+
+    def _line(self, raw: str, line_no: int, marks: int) -> None:
+        """Parse one marked line; `marks` says which kinds of marker it holds."""
+        timer_done = False
+        ix = self.ix
+        if "\x1b" not in raw:  # fast paths for the lines every step prints, in slime / miles format
+            if marks & _METRIC_MARK:
+                m = _FAST_METRIC.match(raw)
+                if m:
+                    ms, tag = m.group("ms"), m.group("tag")
+                    ix.votes["miles" if ms and tag else "slime"] += 1
+                    ix.timestamp(_normal_ts(m.group("ts"), ms))
+                    self._metric(m)
+                    return
+            elif marks == _OTHER_MARK:
+                if "Finish rollout: " in raw:
+                    ix.finish.add((self.where, line_no, raw))  # made a LogLine only if kept
+                    return
+                if "Timer " in raw:
+                    m = _FAST_TIMER.match(raw)
+                    if m:
+                        ms, tag = m.group("ms"), m.group("tag")
+                        ix.votes["miles" if ms and tag else "slime"] += 1
+                        ix.timestamp(_normal_ts(m.group("ts"), ms))
+                        self._timer(m)
+                        if not self.tracebacks and _notable_tag(m.group("msg")) is None:
+                            return
+                        timer_done = True
+        line = split_line(raw)
+        if line.fmt is not None and line.fmt in ix.votes:
+            ix.votes[line.fmt] += 1
+        if line.timestamp is not None:
+            ix.timestamp(line.timestamp)
+        msg = line.text
+
+        if marks & _METRIC_MARK and ": {" in msg:
+            m = _METRIC.match(msg)
+            if m:
+                if line.fmt is None:
+                    ix.votes["bare_metrics"] += 1
+                self._metric(m)
+                return
+        if marks & _OTHER_MARK:
+            if msg.startswith("Finish rollout:") or "Finish rollout: " in msg:
+                ix.finish.add((self.where, line_no, raw))
+                return
+            if " arguments -" in msg and _ARGS_BEGIN.search(msg):
+                self._start_walk("arguments", line.source)
+                return
+            if "python" in msg and self._command(msg, line):
+                return
+        if self._traceback(line, line_no):
+            return
+        if marks & _OTHER_MARK:
+            self._signals(line, line_no, timer_done)
+        if marks & _ERROR_MARK or line.level in ("ERROR", "CRITICAL"):
+            self._error(line, line_no)
+
+    def _metric(self, m: re.Match[str]) -> None:
+        try:
+            record = parse_metric_dict(m.group("dict"))
+        except ValueError:
+            self.out.unparsed_metric_lines += 1
+            return
+        self.out.metrics.add(m.group("kind"), int(m.group("n")), record)
+
+    def _signals(self, line: _Line, line_no: int, timer_done: bool = False) -> None:
+        """Timers, placement-group waits, notable lines."""
+        msg = line.text
+        ix = self.ix
+        if "Timer " in msg and not timer_done:
+            m = _TIMER.search(msg)
+            if m:
+                self._timer(m)
+        if "Waiting for placement group" in msg:
+            m = _PLACEMENT.search(msg)
+            if m:
+                ix.waits.append(PlacementGroupWait(
+                    self._logline(line, line_no), int(m.group("need")), float(m.group("s")),
+                    int(float(m.group("reg"))), int(float(m.group("avail")))))
+        tag = _notable_tag(msg)
+        if tag is not None:
+            if tag in ("rollout_progress", "train_progress"):
+                ix.votes["relax"] += 1
+            ix.seq += 1
+            ix.notable[tag].add((ix.seq, self._logline(line, line_no, tag)))
+
+    def _error(self, line: _Line, line_no: int) -> None:
+        msg = line.text
+        if line.level in ("ERROR", "CRITICAL") or _ERROR_RE.search(msg):
+            if "NCCL INFO" in msg and not _ERROR_RE.search(msg.replace("NCCL", "")):
+                return  # NCCL_DEBUG=INFO chatter
+            self.ix.errors.add(self._logline(line, line_no))
+
+    def _timer(self, m: re.Match[str]) -> None:
+        timers = self.out.timers
+        name = m.group("name")
+        stats = timers.get(name)
+        if stats is None:
+            if len(timers) >= MAX_TIMERS:
+                return
+            stats = timers[name] = TimerStats()
+            self.ix.timer_open[name] = 0
+        if m.group("what") == "start":
+            self.ix.timer_open[name] += 1
+            return
+        if self.ix.timer_open[name] > 0:
+            self.ix.timer_open[name] -= 1
+        if m.group("s") is None:
+            return
+        try:
+            elapsed = float(m.group("s"))
+        except ValueError:
+            return
+        stats.count += 1
+        stats.total_s += elapsed
+        stats.last_s = elapsed
+        stats.max_s = max(stats.max_s, elapsed)
+
+    # -- tracebacks ------------------------------------------------------------------
+
+    def _traceback(self, line: _Line, line_no: int) -> bool:
+        """Track tracebacks per source; True when the line was a traceback body line."""
+        msg = line.text
+        key = line.source
+        if msg.startswith("Traceback (most recent call last)"):
+            if key in self.tracebacks:
+                self._close_traceback(key, "")
+            if len(self.tracebacks) < MAX_OPEN_TRACEBACKS:
+                self.tracebacks[key] = _OpenTraceback(line_no, key)
+            self.ix.errors.add(self._logline(line, line_no))
+            return True
+        tb = self.tracebacks.get(key)
+        if tb is None:
+            return False
+        if msg[:1] in (" ", "\t"):
+            stripped = msg.strip()
+            if stripped.startswith('File "'):
+                tb.add_frame(stripped)
+            return True  # a frame or a code line: part of the traceback, not a log message
+        if _EXCEPTION_LINE.match(msg) and line.fmt is None:
+            self._close_traceback(key, msg.strip())
+            return False  # the exception line is an error line too
+        if tb.head:
+            self._close_traceback(key, "")  # the traceback ended on a line the scan did not see
+        return False
+
+    def _close_traceback(self, key: str | None, exception: str) -> None:
+        tb = self.tracebacks.pop(key, None)
+        if tb is not None:
+            self.ix.tracebacks.add(Traceback(self.where, tb.line_no, tb.frames(), _cap(exception), tb.source))
+
+    def _close_all_tracebacks(self) -> None:
+        for key in list(self.tracebacks):
+            self._close_traceback(key, "")
+
+    # -- multi-line constructs -------------------------------------------------------
+
+    def _start_walk(self, kind: str, source: str | None) -> None:
+        self.walk = kind
+        self.walk_source = source
+        if kind == "arguments":
+            self.arguments = {}
+            self.walk_budget = MAX_ARGUMENT_LINES
+        else:
+            self.walk_budget = MAX_CONTINUATION_LINES
+
+    def _walk_feed(self, raw: str) -> bool:
+        """One line of an open arguments block / continued command; False when it is not part of it."""
+        line = split_line(raw)
+        if line.source != self.walk_source:
+            return False
+        self.walk_budget -= 1
+        msg = line.text
+        if self.walk == "arguments":
+            m = _ARG_LINE.match(msg)
+            if m:
+                self.arguments[m.group("name")] = (m.group("value") or "").strip()
+                if self.walk_budget <= 0:
+                    self._end_walk()
+                return True
+            complete = bool(_ARGS_END.search(msg))
+            self._end_walk()  # a block cut short still names the arguments it printed
+            return complete
+        # a continued command line
+        text = msg.strip()
+        self.command_parts.append(text.rstrip("\\").strip())
+        if not text.endswith("\\") or self.walk_budget <= 0 or sum(map(len, self.command_parts)) > MAX_COMMAND_CHARS:
+            self._end_walk()
+        return True
+
+    def _end_walk(self) -> None:
+        if self.walk == "arguments" and self.arguments:
+            self.out.arguments = dict(self.arguments)  # the last block wins: the run that failed
+        elif self.walk == "command" and self.command_parts:
+            self.out.command_line = " ".join(p for p in self.command_parts if p)[:MAX_COMMAND_CHARS]
+        self.walk = None
+        self.walk_source = None
+        self.arguments = {}
+        self.command_parts = []
+
+    def _command(self, msg: str, line: _Line) -> bool:
+        """A training command line (`python3 train.py --actor-num-nodes 1 ...`): keep the first, prefer train*.py."""
+        m = _PYTHON_CMD.search(msg)
+        if m is None:
+            return False
+        cmd = m.group("cmd").strip()
+        continued = cmd.endswith("\\")
+        if " --" not in cmd and not continued:
+            return False
+        if m.group("module"):
+            program = m.group("module").rsplit(".", 1)[-1]
+        else:
+            program = m.group("script").rsplit("/", 1)[-1]
+        is_train = program.startswith("train")
+        ix = self.ix
+        if self.out.command_line is not None and (ix.command_is_train or not is_train):
+            return True
+        ix.command_is_train = is_train
+        if continued:
+            self._start_walk("command", line.source)
+            self.command_parts = [cmd.rstrip("\\").strip()]
+        else:
+            self.out.command_line = cmd[:MAX_COMMAND_CHARS]
+        return True
+
+    # -- head and tail samples ---------------------------------------------------------
+
+    def _sample_head(self, data: bytes) -> None:
+        """The format and first timestamp from the first lines, which hold no marker as often as not."""
+        pos = 0
+        for _ in range(SAMPLE_LINES):
+            le = data.find(b"\n", pos, pos + 4096)
+            if le < 0:
+                break
+            line = split_line(data[pos:le].decode("utf-8", "replace"))
+            if line.fmt in self.ix.votes:
+                self.ix.votes[line.fmt] += 1
+            if line.timestamp is not None:
+                self.ix.timestamp(line.timestamp)
+            pos = le + 1
+
+    def _sample_tail(self) -> None:
+        """The last timestamp from the last lines."""
+        lines = self.tail_sample.splitlines()[-SAMPLE_LINES:]
+        for raw in reversed(lines):
+            line = split_line(raw.decode("utf-8", "replace"))
+            if line.timestamp is not None:
+                self.ix.timestamp(line.timestamp)
+                return
+
+
+def _notable_tag(msg: str) -> str | None:
+    if "checkpoint" in msg or "metadata file" in msg or "start from random" in msg:
+        if any(s in msg for s in _CKPT_MISSING):
+            return "ckpt_not_found"
+        if any(s in msg for s in _CKPT_LOADED):
+            return "ckpt_loaded"
+        if any(s in msg for s in _CKPT_SAVED):
+            return "ckpt_saved"
+    if ("NaN" in msg or "kipp" in msg or "Inf" in msg or "nan" in msg) and _NAN_SKIP.search(msg):
+        return "nan_skip"
+    if "rollout" in msg and _PROGRESS.search(msg):
+        return "rollout_progress"
+    if "step" in msg and _TRAIN_PROGRESS.search(msg):
+        return "train_progress"
+    if "eights" in msg and _WEIGHTS_UPDATE.search(msg):
+        return "weights_update"
+    if ("ffload" in msg or "release_memory" in msg) and _RELEASE.search(msg):
+        return "release_memory"
+    if ("nload" in msg or "resume_memory" in msg or "wake_up" in msg) and _RESUME.search(msg):
+        return "resume_memory"
+    return None
+
+
+def _long_lines(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """(start, end) of the lines in data[start:end] longer than MAX_LINE_BYTES.
+
+    Probes one newline per half-cap window, so a stretch of ordinary lines costs a few
+    tiny searches; a line over the cap always covers a whole window.
+    """
+    half = MAX_LINE_BYTES // 2
+    spans: list[tuple[int, int]] = []
+    p = start
+    while p + half <= end:
+        if data.find(b"\n", p, p + half) >= 0:
+            p += half
+            continue
+        ls = data.rfind(b"\n", start, p) + 1 or start
+        ls = max(ls, start)
+        le = data.find(b"\n", p + half, end)
+        if le < 0:
+            le = end
+        if le - ls > MAX_LINE_BYTES:
+            spans.append((ls, le))
+        p = le + 1
+    return spans
+
+
+def _inside(spans: list[tuple[int, int]], pos: int) -> bool:
+    return any(s <= pos < e for s, e in spans)
