@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triage.errors import TriageError, Unavailable
+from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.dumps import load_rollout_dump
 from triage.metrics import flag_arg
@@ -95,6 +95,8 @@ def run_uses_chat_template(run: Run) -> tuple[bool, str]:
     for path in run.rollout_dump_paths()[:1]:
         try:
             dump = load_rollout_dump(path)
+        except BadInput:
+            raise  # a hostile or corrupt dump stops the triage with a one-line error
         except TriageError:
             continue
         for sample in dump.samples[:5]:

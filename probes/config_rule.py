@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from triage.errors import CorruptArtifact, TriageError, Unavailable
+from triage.errors import BadInput, CorruptArtifact, TriageError, Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 
@@ -591,6 +591,8 @@ class ConfigRule(Probe):
         for path in [p for p in run.rollout_dump_paths() if not Path(p).name.startswith("eval_")][:limit]:
             try:
                 dump = load_rollout_dump(path)
+            except BadInput:
+                raise  # a hostile or corrupt dump stops the triage with a one-line error
             except TriageError:
                 unreadable += 1
                 continue

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from triage.anomaly import median_mad
-from triage.errors import TriageError, Unavailable
+from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.dumps import RolloutDump, load_rollout_dump
 from triage.metrics import number_arg
@@ -162,6 +162,8 @@ class DumpSamples(Probe):
         for path in paths[: p.max_dumps]:
             try:
                 dump = load_rollout_dump(path)
+            except BadInput:
+                raise  # a hostile or corrupt dump stops the triage with a one-line error
             except TriageError as exc:
                 unreadable.append(str(exc))
                 continue

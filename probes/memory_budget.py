@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from probes.config_rule import arg_flag, arg_float, arg_int, arg_value, as_int, hf_config
-from triage.errors import TriageError, Unavailable
+from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 
@@ -64,6 +64,8 @@ def _dump_max_length(run: Run, limit: int) -> tuple[int | None, int]:
     for path in [p for p in run.rollout_dump_paths() if not Path(p).name.startswith("eval_")][:limit]:
         try:
             dump = load_rollout_dump(path)
+        except BadInput:
+            raise  # a hostile or corrupt dump stops the triage with a one-line error
         except TriageError:
             continue
         read += 1

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from triage.errors import TriageError, Unavailable
+from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.dumps import load_rollout_dump
 from triage.probe import Cost, Probe
@@ -142,6 +142,8 @@ def dump_samples(run: Run, per_dump: int = 64, max_dumps: int = 8) -> tuple[list
             break
         try:
             dump = load_rollout_dump(path)
+        except BadInput:
+            raise  # a hostile or corrupt dump stops the triage with a one-line error
         except TriageError as exc:
             problems.append(str(exc))
             continue

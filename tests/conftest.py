@@ -20,3 +20,9 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def examples_dir() -> Path:
     return EXAMPLES
+
+
+@pytest.fixture(autouse=True)
+def _private_findings_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own findings cache, never the user's ~/.cache."""
+    monkeypatch.setenv("TRIAGE_DB", str(tmp_path_factory.mktemp("db") / "triage.db"))

@@ -25,11 +25,17 @@ EXIT_INCONCLUSIVE = 3
 def _cmd_run(ns: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from triage.api import triage
+    from triage.api import triage_run
+    from triage.graph import load_graph
     from triage.render.markdown import render_markdown
     from triage.render.terminal import render_terminal
 
-    report = triage(ns.run, runs_root=ns.runs_root, playbooks=ns.playbooks)
+    from triage.sources import open_any_run
+
+    run = open_any_run(ns.run, runs_root=ns.runs_root, ray_address=ns.ray_address)
+    run.engines.extend(ns.engine or [])
+    run.engine_writes_allowed = ns.allow_engine_writes
+    report = triage_run(run, load_graph(ns.playbooks) if ns.playbooks else None, executor=_executor(ns))
     if ns.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     elif ns.markdown:
@@ -37,6 +43,22 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     else:
         render_terminal(report, Console(file=sys.stdout, width=ns.width))
     return EXIT_INCONCLUSIVE if report.inconclusive else EXIT_OK
+
+
+def _executor(ns: argparse.Namespace):
+    """The executor the flags ask for: local or Ray, behind the findings cache unless --no-cache."""
+    from triage.executor import LocalExecutor
+
+    inner = LocalExecutor()
+    if ns.executor == "ray":
+        from triage.ray.executor import RayExecutor
+
+        inner = RayExecutor(address=ns.ray_address)
+    if ns.no_cache:
+        return inner
+    from triage.cache import CachingExecutor, FindingsCache
+
+    return CachingExecutor(inner, FindingsCache.open(ns.cache_db))
 
 
 def _cmd_graph(ns: argparse.Namespace) -> int:
@@ -105,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="triage a run and print the root-cause report")
     run.add_argument("run", help="a run directory, or a run-id under the runs root")
     run.add_argument("--runs-root", default=None, help="where run-ids live (default: $TRIAGE_RUNS_ROOT)")
+    run.add_argument("--engine", action="append", metavar="URL",
+                     help="a live SGLang server serving the run's weights (repeatable), e.g. http://127.0.0.1:30000")
+    run.add_argument("--allow-engine-writes", action="store_true",
+                     help="let engine probes send requests that change the engine (update_weights_*, flush_cache)")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="where probes run: in this process (default) or as Ray tasks")
+    run.add_argument("--ray-address", default=None,
+                     help="Ray dashboard address for ray job sources and --executor ray (default: $RAY_ADDRESS)")
+    run.add_argument("--no-cache", action="store_true", help="rerun every probe instead of reusing cached findings")
+    run.add_argument("--cache-db", default=None, help="findings cache file (default: $TRIAGE_DB or ~/.cache/triage/triage.db)")
     fmt = run.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the report as JSON (root_cause.id, path, ...)")
     fmt.add_argument("--markdown", action="store_true", help="the report as Markdown")

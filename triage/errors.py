@@ -6,6 +6,7 @@
     │   ├── UnsafeRunRef        the run-id escapes the runs root
     │   ├── CorruptArtifact     an artifact is truncated, binary where text is expected, malformed
     │   └── UnsafeArtifact      an artifact would need arbitrary code to load (hostile pickle)
+    ├── CorruptCheckpoint       a checkpoint shard is truncated / corrupt: evidence about the run, a finding
     ├── PlaybookError           a playbook or the verdict catalog is malformed (exit code 2)
     └── Unavailable             raised inside a probe: what it needs is not there
 
@@ -43,6 +44,16 @@ class UnsafeArtifact(BadInput):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{path}: refused to load: {reason}")
+
+
+class CorruptCheckpoint(TriageError):
+    """A checkpoint file is truncated or corrupt. Unlike a bad dump or log, this can be the
+    root cause itself, so a probe meeting it records a finding naming the file."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
 
 
 class PlaybookError(TriageError):

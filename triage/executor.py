@@ -7,7 +7,7 @@ from typing import Protocol
 
 import structlog
 
-from triage.errors import TriageError, Unavailable
+from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
 from triage.graph import Node
 from triage.probe import Probe
@@ -46,7 +46,11 @@ def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
             missing=Missing(artifact=exc.artifact, reason=exc.reason, command=exc.command),
             duration_s=time.perf_counter() - started,
         )
-    except TriageError as exc:  # a corrupt artifact, a hostile pickle: a finding naming the file
+    except BadInput:
+        # a hostile pickle, a binary log, a malformed trainer_state.json: the user's input
+        # cannot be used, and the whole triage stops with a one-line error (exit code 2)
+        raise
+    except TriageError as exc:  # a corrupt checkpoint shard, an engine that died: a finding naming it
         log.warning("probe_failed", probe=probe_cls.name, node=node.id, error=str(exc))
         return Finding(**base, outcome=ERROR, summary=str(exc), error=str(exc), duration_s=time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - a crashing probe is a finding, the walk goes on

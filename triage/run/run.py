@@ -41,6 +41,7 @@ class Run:
         self.manifest = manifest
         self.artifacts = artifacts
         self.engines: list[str] = list(artifacts.engines)
+        self.engine_writes_allowed = False  # engine probes send nothing that changes a live engine unless asked
         self.status: str | None = manifest.status
 
     def __repr__(self) -> str:
