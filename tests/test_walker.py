@@ -8,7 +8,9 @@ import textwrap
 from pathlib import Path
 
 from triage.api import triage_run
-from triage.errors import CorruptArtifact, Unavailable
+import pytest
+
+from triage.errors import CorruptArtifact, CorruptCheckpoint, Unavailable
 from triage.graph import load_graph
 from triage.probe import Probe
 from triage.run import open_run
@@ -58,13 +60,23 @@ class Crashes(Probe):
 
 
 class Corrupt(Probe):
-    """Finds a corrupt file."""
+    """Finds a corrupt checkpoint shard: evidence about the run, so a finding."""
 
     name = "corrupt"
     outcomes = ("yes", "no")
 
     def examine(self, run):
-        raise CorruptArtifact(run.root / "ckpt.pt", "truncated at byte 12")
+        raise CorruptCheckpoint(run.root / "ckpt.pt", "truncated at byte 12")
+
+
+class BadDump(Probe):
+    """Meets a dump the user's run cannot provide safely: the triage stops."""
+
+    name = "bad_dump"
+    outcomes = ("yes", "no")
+
+    def examine(self, run):
+        raise CorruptArtifact(run.root / "rollout_data" / "0.pt", "truncated")
 
 
 class Base(Probe):
@@ -77,7 +89,7 @@ class Base(Probe):
         return self.observe("base", "tokenizer has no chat template", confidence=0.8, file="tokenizer_config.json")
 
 
-PROBES = {p.name: p for p in (Classify, NeedsEngine, Missing, Crashes, Corrupt, Base)}
+PROBES = {p.name: p for p in (Classify, NeedsEngine, Missing, Crashes, Corrupt, Base, BadDump)}
 
 BOOK = """
 playbook: entry
@@ -102,7 +114,7 @@ nodes:
     on: {yes: verdict:weights.missing, no: base, unavailable: base, error: base}
   base:
     probe: {probe}
-    on: {base: verdict:model.base_not_instruct, instruct: verdict:inconclusive, unavailable: verdict:inconclusive, error: verdict:inconclusive}
+    on: {probe_edges}
 """
 
 
@@ -110,7 +122,12 @@ def graph_for(tmp_path, last_probe="base"):
     d = tmp_path / "books"
     d.mkdir()
     shutil.copy(ROOT / "playbooks" / "verdicts.yaml", d)
-    (d / "entry.yaml").write_text(textwrap.dedent(BOOK).replace("{probe}", last_probe))
+    edges = {
+        "bad_dump": "{yes: verdict:healthy, no: verdict:healthy, unavailable: verdict:inconclusive, error: verdict:inconclusive}",
+    }.get(last_probe, "{base: verdict:model.base_not_instruct, instruct: verdict:inconclusive, "
+                      "unavailable: verdict:inconclusive, error: verdict:inconclusive}")
+    text = textwrap.dedent(BOOK).replace("{probe}", last_probe).replace("{probe_edges}", edges)
+    (d / "entry.yaml").write_text(text)
     return load_graph(d, probes=PROBES)
 
 
@@ -173,3 +190,8 @@ def test_inconclusive_lists_what_is_missing(tmp_path):
     assert report.root_cause.confidence == 0.0
     assert "needs_engine" in report.root_cause.explanation and "engine" in report.root_cause.explanation
     assert "model.base_not_instruct" in {r.verdict for r in report.ruled_out}
+
+
+def test_bad_input_met_by_a_probe_stops_the_triage(tmp_path):
+    with pytest.raises(CorruptArtifact, match="0.pt: truncated"):
+        triage_run(run_dir(tmp_path), graph_for(tmp_path, last_probe="bad_dump"))

@@ -3,9 +3,12 @@ artifacts are unchanged. Stored in SQLite (one file), so a re-triage reruns noth
 Slack retry never reruns a GPU probe.
 
 The key is sha256(probe, params, artifact fingerprint). The fingerprint covers every
-artifact file of the run: path, size and mtime, plus a content hash of files under 1 MB.
-Only real outcomes are cached: `unavailable` and `error` may be transient (a server
-down, a worker killed), and probes that talk to a live engine are never cached.
+artifact file of the run, and the checkpoints and dumps its command line names outside
+the run directory (a cluster's shared filesystem): path, size and mtime, plus a content
+hash of files under 1 MB. A finding is reused at any node that runs the same probe with
+the same params. `error` findings are never cached (a worker killed, a timeout), nor
+`unavailable` ones whose cause is the environment rather than the run (no engine, no
+GPU), and probes that talk to a live engine are never cached.
 """
 
 from __future__ import annotations
@@ -16,17 +19,24 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from pathlib import Path
 
+from triage.errors import TriageError
 from triage.executor import Executor
 from triage.finding import ERROR, UNAVAILABLE, Finding
-from triage.graph import Node
+from triage.graph import DecisionGraph, Node
 from triage.probe import Probe
 from triage.run.run import Run
 
 CHEAP_HASH_BYTES = 1 << 20
 MAX_FINGERPRINT_FILES = 20_000
 DB_ENV = "TRIAGE_DB"
+# Flags whose values are artifacts that may live outside the run directory.
+PATH_FLAGS = ("load", "ref_load", "save", "hf_checkpoint", "dump_details", "save_debug_rollout_data",
+              "load_debug_rollout_data", "save_debug_train_data")
+# What an `unavailable` finding may lack that says nothing about the run itself.
+ENVIRONMENT_NEEDS = frozenset({"engine", "gpu"})
 
 
 def default_db_path() -> Path:
@@ -45,6 +55,7 @@ def _artifact_files(run: Run) -> list[Path]:
     for name in ("triage.yaml", "triage.yml", "triage.json"):
         if (run.root / name).is_file():
             roots.append(run.root / name)
+    roots.extend(_named_paths(run))
     files: list[Path] = []
     for root in roots:
         if root.is_dir():
@@ -55,6 +66,35 @@ def _artifact_files(run: Run) -> list[Path]:
         else:
             files.append(root)
     return files
+
+
+def _named_paths(run: Run) -> list[Path]:
+    """Checkpoints and dumps the job's command line (or manifest args) names, where they exist.
+
+    Read from the command text alone, not `run.args`, so fingerprinting never parses the log.
+    """
+    from triage.formats.run_args import _read_command_file, parse_command_line
+
+    values: dict[str, object] = {}
+    try:
+        if run.artifacts.command_line is not None:
+            values.update(parse_command_line(_read_command_file(run.artifacts.command_line)))
+        elif run.artifacts.command:
+            values.update(parse_command_line(run.artifacts.command))
+    except TriageError:
+        pass
+    values.update({k.replace("-", "_"): v for k, v in run.manifest.args.items()})
+    out: list[Path] = []
+    for flag in PATH_FLAGS:
+        value = values.get(flag)
+        if not isinstance(value, str) or not value:
+            continue
+        if "{" in value:  # a template such as dump/rollout_data/{rollout_id}.pt: its directory
+            value = str(Path(value).parent)
+        resolved = run.resolve_path(value)
+        if resolved is not None:
+            out.append(resolved)
+    return out
 
 
 def run_fingerprint(run: Run) -> str:
@@ -132,22 +172,45 @@ class CachingExecutor:
     def __init__(self, inner: Executor, cache: FindingsCache) -> None:
         self.inner = inner
         self.cache = cache
-        self._fingerprints: dict[int, str] = {}
+        self._fingerprints: weakref.WeakKeyDictionary[Run, str] = weakref.WeakKeyDictionary()
 
     def _fingerprint(self, run: Run) -> str:
-        fp = self._fingerprints.get(id(run))
+        """Once per Run object: a run opened again is fingerprinted again."""
+        fp = self._fingerprints.get(run)
         if fp is None:
-            fp = self._fingerprints[id(run)] = run_fingerprint(run)
+            fp = self._fingerprints[run] = run_fingerprint(run)
         return fp
+
+    def attach(self, graph: DecisionGraph) -> None:
+        """Pass the walk's graph on to an executor that starts probes ahead of the walk."""
+        attach = getattr(self.inner, "attach", None)
+        if attach is not None:
+            attach(graph)
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+    @staticmethod
+    def _cacheable(finding: Finding, run: Run) -> bool:
+        if finding.outcome == ERROR:
+            return False
+        if finding.outcome == UNAVAILABLE:
+            missing = finding.missing.artifact if finding.missing else None
+            if missing in ENVIRONMENT_NEEDS or (missing == "engine_weights" and run.engines):
+                return False
+        return True
 
     def run_probe(self, node: Node, probe_cls: type[Probe], run: Run) -> Finding:
         if "engine" in probe_cls.needs or (run.engines and "engine_weights" in probe_cls.needs):
             return self.inner.run_probe(node, probe_cls, run)
         key = cache_key(node, probe_cls, self._fingerprint(run))
         cached = self.cache.get(key)
-        if cached is not None and cached.node == node.id:
-            return cached.model_copy(update={"evidence": {**cached.evidence, "cached": True}})
+        if cached is not None:
+            # the same probe with the same params on the same artifacts: the same finding, at any node
+            return cached.model_copy(update={"node": node.id, "cached": True})
         finding = self.inner.run_probe(node, probe_cls, run)
-        if finding.outcome not in (UNAVAILABLE, ERROR):
+        if self._cacheable(finding, run):
             self.cache.put(key, finding)
         return finding

@@ -48,3 +48,4 @@ class Finding(BaseModel):
     missing: Missing | None = None
     error: str | None = None
     duration_s: float = 0.0
+    cached: bool = False  # answered from the findings cache

@@ -56,6 +56,7 @@ class Step(BaseModel):
     duration_s: float = 0.0
     missing: Missing | None = None
     error: str | None = None
+    cached: bool = False
 
 
 class RuledOut(BaseModel):
@@ -148,7 +149,7 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         Step(
             node=f.node, playbook=graph.nodes[f.node].playbook, probe=f.probe, ask=graph.nodes[f.node].ask,
             outcome=f.outcome, summary=f.summary, evidence=f.evidence, confidence=f.confidence,
-            duration_s=round(f.duration_s, 4), missing=f.missing, error=f.error,
+            duration_s=round(f.duration_s, 4), missing=f.missing, error=f.error, cached=f.cached,
         )
         for f in walk.findings
     ]

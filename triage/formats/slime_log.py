@@ -108,11 +108,16 @@ _FAST_SLIME = re.compile(
     r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
 )
 _BRACKET_TS = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] ?")
+_BRACKET_LEVEL = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
+_GLOG_START = re.compile(r"\[?[IWEF]\d{4} ")
+_GLOG = re.compile(r"(?:\[(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ [^\]]*\]|(?P<sev2>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]\s]+\]) ?")
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 _RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| [^\s|]+:\d+(?:\[[^\]]*\])? ?")
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
 
-_METRIC_HEAD = re.compile(rb"(?:^|[\s\]\)>|-])(?:[A-Za-z_]+-)?(?:step|rollout|perf|eval|passrate|multi_turn) \d+$", re.M)
+# `step 3` right before `: {` (after a space, a bracket, the line start or an ANSI code's `m`)
+_METRIC_HEAD = re.compile(rb"(?:^|[^A-Za-z0-9_]|m)(?:[A-Za-z_]+-)?(?:step|rollout|perf|eval|passrate|multi_turn) \d+$", re.M)
 # slime / miles metric lines, prefix and all, in one match (the common case, kept cheap)
 _FAST_METRIC = re.compile(
     r"(?:\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?)?"
@@ -329,6 +334,8 @@ def split_line(raw: str) -> _Line:
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     text = raw.rstrip("\r\n")
+    if text.endswith("cluster]"):
+        text = _RAY_REPEATED.sub("", text)
     m = _FAST_SLIME.match(text)
     if m:  # the common case in one match: `(Actor pid=1) [ts] file.py:12 - message`
         tag = m.group("tag").strip()
@@ -342,14 +349,16 @@ def split_line(raw: str) -> _Line:
         if m:
             source = m.group("src")
             text = text[m.end():]
-            if text.endswith("]") and "across cluster" in text:
-                text = _RAY_REPEATED.sub("", text)
     if text.startswith("[rank") or text.startswith("[defaultrank"):
         m = _RANK_PREFIX.match(text)
         if m:
             source = source or m.group("rank")
             text = text[m.end():]
     first = text[:1]
+    if first in "IWEF[" and _GLOG_START.match(text):
+        m = _GLOG.match(text)
+        if m:  # torch / NCCL C++ logging; its timestamps carry no year
+            return _Line(text[m.end():], source, None, _GLOG_LEVELS[m.group("sev") or m.group("sev2")], None)
     if first == "[":
         m = _SLIME_FMT.match(text)
         if m:
@@ -359,7 +368,12 @@ def split_line(raw: str) -> _Line:
             return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), None, "slime")
         m = _BRACKET_TS.match(text)
         if m:
-            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), None, "sglang")
+            msg = text[m.end():]
+            level = None
+            lm = _BRACKET_LEVEL.match(msg)  # `[2026-08-10 08:14:10,137] [INFO] [axolotl...] ...`
+            if lm:
+                level, msg = lm.group(1), msg[lm.end():]
+            return _Line(msg, source, _normal_ts(m.group("ts"), m.group("ms")), level, "sglang")
     elif first.isdigit():
         m = _RELAX_FMT.match(text)
         if m:
@@ -392,7 +406,8 @@ class _FileScan:
         self.walk_budget = 0
         self.arguments: dict[str, str] = {}
         self.command_parts: list[str] = []
-        self.tail_sample: bytes = b""
+        self.tail_sample: bytes = b""  # the last bytes read, for the last timestamp
+        self.head_left = SAMPLE_LINES  # head lines still to sample for the format and first timestamp
 
     # -- reading ---------------------------------------------------------------
 
@@ -414,12 +429,13 @@ class _FileScan:
             return gzip.open(self.path, "rb")  # type: ignore[return-value]
         return fh
 
-    def _read(self, fh: BinaryIO) -> bytes:
+    def _read(self, fh: BinaryIO, buf: bytearray) -> int:
+        """Fill `buf` from the file; the number of bytes read, 0 at the end."""
         try:
-            return fh.read(CHUNK_BYTES)
+            return fh.readinto(buf) or 0
         except EOFError:  # a .gz cut short: what was read stays, the tail is marked truncated
             self.out.truncated_tail = True
-            return b""
+            return 0
         except (OSError, zlib.error) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise CorruptArtifact(self.path, f"cannot read log: {reason}") from None
@@ -436,37 +452,38 @@ class _FileScan:
             raise CorruptArtifact(self.path, f"is not a text log: {share}% of its first {SNIFF_BYTES >> 10} KB is not UTF-8 text")
 
     def run(self) -> None:
-        ix, out = self.ix, self.out
+        out = self.out
         out.files.append(self.where)
+        # One buffer for the whole file: memory stays the same whatever the log's size.
+        data = bytearray(CHUNK_BYTES)
         with self._open() as fh:
             carry = b""  # the start of a line that continues in the next chunk
             skipping = False  # inside a line longer than MAX_LINE_BYTES
             first = True
             while True:
-                data = self._read(fh)
-                if not data:
+                end = self._read(fh, data)
+                if not end:
                     break
-                out.bytes += len(data)
+                out.bytes += end
                 if first:
-                    self._sniff(data)
+                    self._sniff(bytes(data[:min(end, SNIFF_BYTES)]))
                     first = False
-                    self._sample_head(data)
-                start, end = 0, len(data)
+                start = 0
                 if skipping:
-                    nl = data.find(b"\n")
+                    nl = data.find(b"\n", 0, end)
                     if nl < 0:
                         continue
                     skipping = False
                     self.lines += 1
                     start = nl + 1
                 elif carry:
-                    nl = data.find(b"\n")
+                    nl = data.find(b"\n", 0, end)
                     if nl < 0:
                         if len(carry) + end > MAX_LINE_BYTES:
                             skipping, carry = True, b""
                             out.skipped_long_lines += 1
                         else:
-                            carry += data
+                            carry += data[:end]
                         continue
                     line = carry + data[: nl + 1]
                     carry = b""
@@ -476,29 +493,26 @@ class _FileScan:
                     else:
                         self._block(line, 0, len(line))
                     start = nl + 1
-                last_nl = data.rfind(b"\n", start)
+                last_nl = data.rfind(b"\n", start, end)
                 if last_nl < 0:
-                    rest = end - start
-                    if rest > MAX_LINE_BYTES:
+                    if end - start > MAX_LINE_BYTES:
                         skipping = True
                         out.skipped_long_lines += 1
                     else:
-                        carry = data[start:]
+                        carry = bytes(data[start:end])
                     continue
                 self._block(data, start, last_nl + 1)
-                self.tail_sample = data[max(start, last_nl + 1 - SNIFF_BYTES): last_nl + 1]
                 if end - (last_nl + 1) > MAX_LINE_BYTES:
                     skipping = True
                     out.skipped_long_lines += 1
                 elif last_nl + 1 < end:
-                    carry = data[last_nl + 1:]
+                    carry = bytes(data[last_nl + 1:end])
             if skipping:
                 out.truncated_tail = True
                 self.lines += 1
             elif carry:
                 out.truncated_tail = True
                 self._block(carry, 0, len(carry))  # counts and parses the unterminated last line
-                self.tail_sample = (self.tail_sample + b"\n" + carry)[-SNIFF_BYTES:]
         self._sample_tail()
         self._close_all_tracebacks()
         self._end_walk()
@@ -506,8 +520,12 @@ class _FileScan:
 
     # -- per chunk -------------------------------------------------------------
 
-    def _block(self, data: bytes, start: int, end: int) -> None:
+    def _block(self, data: bytes | bytearray, start: int, end: int) -> None:
         """Parse the marked lines of data[start:end], which ends at a line end (or at EOF)."""
+        if self.head_left > 0:
+            self._sample_head(data, start, end)
+        tail = bytes(data[max(start, end - SNIFF_BYTES):end])
+        self.tail_sample = tail if len(tail) >= SNIFF_BYTES else (self.tail_sample + tail)[-SNIFF_BYTES:]
         hits = self.finder.hits(data, start, end)
         longs = _long_lines(data, start, end)
         if longs:
@@ -545,13 +563,10 @@ class _FileScan:
             self._line(data[ls:le].decode("utf-8", "replace"), line_no, marks)
             if self.walk is not None:
                 pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i, longs)
-        if pos < end:
+        if pos < end:  # (pos > end: the last line had no newline and was counted already)
             line_no += data.count(b"\n", pos, end)
             if data[end - 1] != 0x0A:
                 line_no += 1  # an unterminated last line is a line too
-        elif pos > end:
-            # the last handled line had no newline (EOF) and was counted already
-            pass
         self.lines = line_no
 
     def _walk_lines(self, data: bytes, start: int, pos: int, end: int, line_no: int,
@@ -808,18 +823,19 @@ class _FileScan:
 
     # -- head and tail samples ---------------------------------------------------------
 
-    def _sample_head(self, data: bytes) -> None:
+    def _sample_head(self, data: bytes, pos: int, end: int) -> None:
         """The format and first timestamp from the first lines, which hold no marker as often as not."""
-        pos = 0
-        for _ in range(SAMPLE_LINES):
-            le = data.find(b"\n", pos, pos + 4096)
+        while self.head_left > 0 and pos < end:
+            self.head_left -= 1
+            le = data.find(b"\n", pos, end)
             if le < 0:
-                break
-            line = split_line(data[pos:le].decode("utf-8", "replace"))
-            if line.fmt in self.ix.votes:
-                self.ix.votes[line.fmt] += 1
-            if line.timestamp is not None:
-                self.ix.timestamp(line.timestamp)
+                le = end
+            if le - pos <= 4096:
+                line = split_line(data[pos:le].decode("utf-8", "replace"))
+                if line.fmt in self.ix.votes:
+                    self.ix.votes[line.fmt] += 1
+                if line.timestamp is not None:
+                    self.ix.timestamp(line.timestamp)
             pos = le + 1
 
     def _sample_tail(self) -> None:

@@ -26,7 +26,7 @@ def render_markdown(report: Report) -> str:
     for i, step in enumerate(report.path, 1):
         mark = {UNAVAILABLE: "not checked", ERROR: "error"}.get(step.outcome, step.outcome)
         out.append(f"{i}. **{step.ask}** (`{step.probe}` → `{mark}`): {step.summary}")
-        for line in evidence_lines(step.evidence):
+        for line in evidence_lines(step.evidence, root=report.run.path):
             out.append(f"    - {line}")
         if step.missing and step.missing.command:
             out.append(f"    - to check it: {step.missing.command}")

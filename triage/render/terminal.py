@@ -31,21 +31,24 @@ def render_terminal(report: Report, console: Console) -> None:
     table = Table(title="How the triage got there", show_lines=True, expand=True)
     table.add_column("#", justify="right", width=3)
     table.add_column("question (probe)", ratio=2)
-    table.add_column("outcome", ratio=1)
+    table.add_column("outcome", min_width=14, overflow="fold")
     table.add_column("finding and evidence", ratio=5)
     for i, step in enumerate(report.path, 1):
         style = "yellow" if step.outcome == UNAVAILABLE else "red" if step.outcome == ERROR else "cyan"
-        detail = Text(step.summary)
-        for line in evidence_lines(step.evidence, limit=8):
+        detail = Text(step.summary.replace(report.run.path.rstrip("/") + "/", ""))
+        for line in evidence_lines(step.evidence, limit=6, root=report.run.path):
             detail.append("\n  " + line, style="dim")
         if step.missing and step.missing.command:
             detail.append(f"\n  to check it: {step.missing.command}", style="yellow")
-        table.add_row(str(i), Text.assemble(step.ask, ("\n" + step.probe, "dim")), Text(step.outcome, style=style), detail)
+        outcome = Text(step.outcome, style=style)
+        if step.cached:
+            outcome.append("\n(cached)", style="dim")
+        table.add_row(str(i), Text.assemble(step.ask, ("\n" + step.probe, "dim")), outcome, detail)
     console.print(table)
 
     if report.ruled_out:
         ruled = Text("Ruled out: ", style="bold")
-        shown = report.ruled_out[:MAX_RULED_OUT]
+        shown = list(reversed(report.ruled_out))[:MAX_RULED_OUT]  # the most specific exclusions come last in the walk
         ruled.append(", ".join(r.verdict for r in shown))
         if len(report.ruled_out) > MAX_RULED_OUT:
             ruled.append(f" (+{len(report.ruled_out) - MAX_RULED_OUT} more in --json)")
