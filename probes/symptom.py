@@ -24,9 +24,10 @@ most to the least decisive:
 7. `grad_explosion` — grad_norm spikes (robust z, > 100) or sustained growth (> 10), or
    loss spikes of 2x and more.
 8. `truncation` — most responses hit the length limit (ratio > 0.8).
-9. `reward_flat` — the reward is constantly 0, has no spread, or never improves.
-10. `policy_drift` — entropy collapse, KL blow-up, aggressive clipping, stale or
-    mismatched log-probs, length hacking.
+9. `policy_drift` — entropy collapse, KL blow-up, aggressive clipping, stale or
+   mismatched log-probs, length hacking. (Before a flat reward: a collapsed policy's
+   groups get identical rewards as a consequence.)
+10. `reward_flat` — the reward is constantly 0, has no spread, or never improves.
 11. `no_symptom`.
 """
 
@@ -66,8 +67,10 @@ PRECEDENCE = (
     "nonfinite",
     "grad_explosion",
     "truncation",
-    "reward_flat",
+    # drift before a flat reward: a collapsed policy samples identical responses, so its
+    # groups show zero reward std as a consequence, not a cause
     "policy_drift",
+    "reward_flat",
 )
 # Log lines that show the job moving on (besides `Finish rollout: …` samples).
 PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_update")

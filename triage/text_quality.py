@@ -168,7 +168,9 @@ class GarbleSignals:
             "bad_chars": 1.0,
             "special_tokens": 1.0,
             "scripts": 0.9,
-            "repetition": 0.9,
+            # a sentence looping is degeneration (often a missing stop token), not garbage;
+            # one or two tokens repeated is what mis-loaded weights produce
+            "repetition": 0.9 if self.measurements.get("distinct_words", 99.0) <= 3 else 0.45,
             "words": 0.8,
             "function_words": 0.45,
             "class_entropy": 0.5,
@@ -342,6 +344,7 @@ def garble_signals(text: str) -> GarbleSignals:
             "code_token_fraction": round(w.code_tokens / w.tokens, 4) if w.tokens else 0.0,
             "function_word_fraction": round(function_ratio, 4),
             "repetition_fraction": round(repetition, 4),
+            "distinct_words": float(len(set(body.split()))),
             "special_tokens": float(n_specials),
             "class_entropy_bits": round(entropy, 4),
         },
