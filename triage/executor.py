@@ -21,13 +21,14 @@ class Executor(Protocol):
 
 
 def missing_need(probe_cls: type[Probe], run: Run) -> Missing | None:
+    help_for = {**NEEDS_HELP, **probe_cls.how_to_get}
     for need in probe_cls.needs:
         try:
             present = run.has(need)
         except TriageError as exc:
-            return Missing(artifact=need, reason=f"{need} could not be read: {exc}", command=NEEDS_HELP.get(need))
+            return Missing(artifact=need, reason=f"{need} could not be read: {exc}", command=help_for.get(need))
         if not present:
-            return Missing(artifact=need, reason=f"the run has no {need.replace('_', ' ')}", command=NEEDS_HELP.get(need))
+            return Missing(artifact=need, reason=f"the run has no {need.replace('_', ' ')}", command=help_for.get(need))
     return None
 
 

@@ -32,11 +32,13 @@ CANONICAL: dict[str, tuple[tuple[str, str], ...]] = {
     "log_probs": (("rollout", "rollout/log_probs"),),
     "ref_log_probs": (("rollout", "rollout/ref_log_probs"),),
     "rollout_log_probs": (("rollout", "rollout/rollout_log_probs"),),
+    # the reward's level: slime's `rollout/rewards` is group-normalised under GRPO (about 0 by
+    # construction), so the raw reward comes first
     "reward": (
-        ("rollout", "rollout/rewards"),
         ("rollout", "rollout/raw_reward"),
         ("hf", "reward"),
         ("hf", "rewards/mean"),
+        ("rollout", "rollout/rewards"),
     ),
     "reward_std": (("hf", "reward_std"),),
     "frac_reward_zero_std": (("hf", "frac_reward_zero_std"),),

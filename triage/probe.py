@@ -53,6 +53,8 @@ class Probe:
     needs: ClassVar[tuple[str, ...]] = ()
     cost: ClassVar[Cost] = Cost.STATIC
     Params: ClassVar[type[BaseModel]] = NoParams
+    # how a user produces a need, where this probe can say it more precisely than the default
+    how_to_get: ClassVar[dict[str, str]] = {}
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()
