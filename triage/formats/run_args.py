@@ -38,9 +38,12 @@ _INT = re.compile(r"[-+]?\d+")
 _FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan|infinity)", re.I)
 # `AttnBackend.flash` (str() of an Enum member) or `<AttnBackend.flash: 2>` (its repr).
 _ENUM_STR = re.compile(r"[A-Z][A-Za-z0-9_]*\.([a-z_][A-Za-z0-9_]*)")
-_FILE_SUFFIXES = frozenset({"py", "sh", "json", "jsonl", "yaml", "yml", "txt", "md", "pt", "bin", "parquet", "safetensors"})
+_FILE_SUFFIXES = frozenset(
+    {"py", "sh", "json", "jsonl", "yaml", "yml", "txt", "md", "pt", "bin", "parquet", "safetensors"})
 _ENUM_REPR = re.compile(r"<[A-Z][A-Za-z0-9_]*\.([A-Za-z_][A-Za-z0-9_]*): [^>]*>")
 _PYTHON = re.compile(r"(?:.*/)?python(?:\d+(?:\.\d+)*)?")
+# unquoted shell operators: `|`, `||`, `&&`, `&`, `;`, `<`, and redirections (`> f`, `>>f`, `2>&1`)
+_SHELL_OPERATOR = re.compile(r"\|\|?|&&?|;|<|\d?>>?(?:&\d)?[^\s<>|&]*")
 _LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate"})
 
 
@@ -98,7 +101,17 @@ def parse_command_line(text: str) -> dict[str, object]:
     joined = re.sub(r"\\\r?\n", " ", text)
     tokens = _split(joined)
     args = _after_program(tokens)
-    return _parse_flags(args)
+    return _parse_flags(_until_shell_operator(args))
+
+
+def _until_shell_operator(tokens: list[str]) -> list[str]:
+    """The tokens of one command: up to a pipe, redirection, `;`, `&&` or `&`."""
+    for i, tok in enumerate(tokens):
+        if _SHELL_OPERATOR.fullmatch(tok):
+            return tokens[:i]
+        if tok.endswith(";") and not tok.endswith("\\;"):
+            return tokens[:i] + [tok[:-1]]
+    return tokens
 
 
 def _split(text: str) -> list[str]:
@@ -186,7 +199,7 @@ class RunArgs(Mapping[str, object]):
     def __init__(self, values: Mapping[str, object] | None = None, sources: Mapping[str, str] | None = None) -> None:
         self._values: dict[str, object] = {normalise_name(k): v for k, v in (values or {}).items()}
         given = {normalise_name(k): s for k, s in (sources or {}).items()}
-        self._sources: dict[str, str] = {k: given.get(k, MANIFEST) for k in self._values}
+        self._sources: dict[str, str] = {k: given[k] for k in self._values if k in given}
 
     def __getitem__(self, name: str) -> object:
         return self._values[normalise_name(name)]
@@ -275,7 +288,8 @@ def _read_command_file(path: Path) -> str:
     except OSError as exc:
         raise CorruptArtifact(path, f"cannot read the command line file: {exc.strerror or exc}") from None
     if len(data) > MAX_COMMAND_FILE_BYTES:
-        raise CorruptArtifact(path, f"command line file is larger than {MAX_COMMAND_FILE_BYTES >> 20} MB; expected one command")
+        raise CorruptArtifact(
+            path, f"command line file is larger than {MAX_COMMAND_FILE_BYTES >> 20} MB; expected one command")
     if b"\x00" in data:
         raise CorruptArtifact(path, "command line file is binary, expected the job's command as text")
     return data.decode("utf-8", "replace")

@@ -20,6 +20,7 @@ Formats recognised (see shared/FORMATS.md):
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import zlib
 from collections import deque
@@ -50,6 +51,7 @@ __all__ = ["scan_logs", "LogIndex", "CHUNK_BYTES", "MAX_LINE_BYTES"]
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 1 << 20  # longer lines are counted and skipped, never decoded
+WINDOW_BYTES = 256 << 10  # how much the marker search covers at a time
 SNIFF_BYTES = 64 << 10  # how much of a file decides whether it is text at all
 MAX_TEXT_CHARS = 2000  # LogLine.text cap
 MAX_PLACEMENT_WAITS = 20
@@ -97,36 +99,40 @@ _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
 _METRIC_NEEDLE = 0
 
+# Line formats. The pieces: a Ray actor prefix `(MegatronTrainRayActor pid=1234) `, a
+# timestamp, and slime's `[ts] file.py:12 - ` head (miles: `[ts.mmm process] file.py:12 - `).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_RAY_PREFIX = re.compile(r"\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?")
+_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
+_TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
+_SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
+_RAY_PREFIX = re.compile(_SRC)
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _RANK_PREFIX = re.compile(r"\[(?P<rank>(?:default)?rank\d+)\]:\s?")
-_TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
-_SLIME_FMT = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] (?P<file>[^\s:\]]+):\d+ - ")
-_FAST_SLIME = re.compile(
-    r"(?:\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?)?"
-    r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
-)
+_SLIME_FMT = re.compile(_SLIME_HEAD)
+_FAST_SLIME = re.compile(f"(?:{_SRC})?{_SLIME_HEAD}")
 _BRACKET_TS = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] ?")
 _BRACKET_LEVEL = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
 _GLOG_START = re.compile(r"\[?[IWEF]\d{4} ")
-_GLOG = re.compile(r"(?:\[(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ [^\]]*\]|(?P<sev2>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]\s]+\]) ?")
+_GLOG = re.compile(  # `[E0817 12:31:05.340716529 ProcessGroupNCCL.cpp:632] ` or `W0810 08:14:01.322000 4123 run.py:792] `
+    r"(?:\[(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ [^\]]*\]"
+    r"|(?P<sev2>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]\s]+\]) ?"
+)
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 _RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| [^\s|]+:\d+(?:\[[^\]]*\])? ?")
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
 
 # `step 3` right before `: {` (after a space, a bracket, the line start or an ANSI code's `m`)
-_METRIC_HEAD = re.compile(rb"(?:^|[^A-Za-z0-9_]|m)(?:[A-Za-z_]+-)?(?:step|rollout|perf|eval|passrate|multi_turn) \d+$", re.M)
+_METRIC_HEAD = re.compile(
+    rb"(?:^|[^A-Za-z0-9_]|m)(?:[A-Za-z_]+-)?(?:step|rollout|perf|eval|passrate|multi_turn) \d+$", re.M
+)
 # slime / miles metric lines, prefix and all, in one match (the common case, kept cheap)
 _FAST_METRIC = re.compile(
-    r"(?:\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?)?"
-    r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
+    f"(?:{_SRC})?{_SLIME_HEAD}"
     r"(?P<kind>(?:[A-Za-z_]+-)?step|rollout|perf|eval|passrate|multi_turn) (?P<n>\d+): (?P<dict>\{.*)"
 )
 _FAST_TIMER = re.compile(
-    r"(?:\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?)?"
-    r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
+    f"(?:{_SRC})?{_SLIME_HEAD}"
     r"(?P<msg>Timer (?P<name>\S+) (?P<what>start|end)(?: \(elapsed: (?P<s>[-+\d.eE]+|nan|inf)s\))?\s*$)"
 )
 _METRIC = re.compile(r"(?P<kind>(?:[A-Za-z_]+-)?step|rollout|perf|eval|passrate|multi_turn) (?P<n>\d+): (?P<dict>\{.*)")
@@ -302,7 +308,7 @@ def scan_logs(paths: list[Path], *, use_automaton: bool | None = None) -> LogInd
 
     Raises CorruptArtifact when a file cannot be read, or is binary rather than a log.
     `use_automaton` forces (True) or refuses (False) the multi-pattern search; the
-    default uses it when ahocorasick_rs is installed. Results are the same either way.
+    default uses it when ahocorasick_rs is installed; both find the same lines.
     """
     index = _Index()
     finder = _NeedleFinder(_NEEDLES, use_automaton)
@@ -325,7 +331,9 @@ def _cap(text: str) -> str:
 
 
 def _normal_ts(ts: str, ms: str | None) -> str:
-    ts = ts.replace("T", " ", 1)
+    """`2026-08-01 10:00:00` (+ `.mmm` where the format has it): comparable as strings."""
+    if ts[10] == "T":
+        ts = ts[:10] + " " + ts[11:]
     return ts + "." + ms[1:] if ms else ts
 
 
@@ -449,14 +457,16 @@ class _FileScan:
         bad = sample.decode("utf-8", "replace").count("\ufffd")
         if bad > len(sample) * 0.3:
             share = round(100 * bad / len(sample))
-            raise CorruptArtifact(self.path, f"is not a text log: {share}% of its first {SNIFF_BYTES >> 10} KB is not UTF-8 text")
+            raise CorruptArtifact(
+                self.path, f"is not a text log: {share}% of its first {SNIFF_BYTES >> 10} KB is not UTF-8 text")
 
     def run(self) -> None:
         out = self.out
         out.files.append(self.where)
-        # One buffer for the whole file: memory stays the same whatever the log's size.
-        data = bytearray(CHUNK_BYTES)
         with self._open() as fh:
+            # One buffer for the whole file: memory stays the same whatever the log's size.
+            size = CHUNK_BYTES if isinstance(fh, gzip.GzipFile) else os.fstat(fh.fileno()).st_size + 1
+            data = bytearray(max(1, min(CHUNK_BYTES, size)))
             carry = b""  # the start of a line that continues in the next chunk
             skipping = False  # inside a line longer than MAX_LINE_BYTES
             first = True
@@ -521,21 +531,44 @@ class _FileScan:
     # -- per chunk -------------------------------------------------------------
 
     def _block(self, data: bytes | bytearray, start: int, end: int) -> None:
-        """Parse the marked lines of data[start:end], which ends at a line end (or at EOF)."""
+        """Parse the marked lines of data[start:end], which ends at a line end (or at EOF).
+
+        Searched a window of about WINDOW_BYTES at a time, so that even a stretch dense
+        with markers yields a bounded list of hits; a line over MAX_LINE_BYTES is
+        counted and stepped over without being searched.
+        """
         if self.head_left > 0:
             self._sample_head(data, start, end)
         tail = bytes(data[max(start, end - SNIFF_BYTES):end])
         self.tail_sample = tail if len(tail) >= SNIFF_BYTES else (self.tail_sample + tail)[-SNIFF_BYTES:]
+        w = start
+        while w < end:
+            we = w + WINDOW_BYTES
+            if we >= end:
+                we = end
+            else:
+                nl = data.rfind(b"\n", w, we)
+                if nl >= 0:
+                    we = nl + 1
+                else:  # the line at `w` is longer than a window
+                    nl = data.find(b"\n", we, end)
+                    we = end if nl < 0 else nl + 1
+                    if we - w > MAX_LINE_BYTES + 1:
+                        self.out.skipped_long_lines += 1
+                        self.lines += 1
+                        w = we
+                        continue
+            self._window(data, w, we)
+            w = we
+
+    def _window(self, data: bytes | bytearray, start: int, end: int) -> None:
         hits = self.finder.hits(data, start, end)
-        longs = _long_lines(data, start, end)
-        if longs:
-            self.out.skipped_long_lines += len(longs)
         n = len(hits)
         i = 0
         pos = start  # a line start; newlines before it are in `line_no`
         line_no = self.lines
         if self.walk is not None:
-            pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i, longs)
+            pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i)
         while i < n:
             k, p, _ = hits[i]
             p += start
@@ -555,22 +588,20 @@ class _FileScan:
                 marks |= _MARK_OF[hits[i][0]]
                 i += 1
             if marks == _METRIC_MARK and not _METRIC_HEAD.search(data, max(ls, p - 64), p):
-                continue  # a dict, but not after `step N` (say `Memory-Usage ...: {...}`); later hits may still be
+                continue  # a dict, but not after `step N` (say `Memory-Usage ...: {...}`)
             line_no += data.count(b"\n", pos, ls) + 1
             pos = le + 1
-            if longs and _inside(longs, ls):
-                continue
             self._line(data[ls:le].decode("utf-8", "replace"), line_no, marks)
             if self.walk is not None:
-                pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i, longs)
+                pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i)
         if pos < end:  # (pos > end: the last line had no newline and was counted already)
             line_no += data.count(b"\n", pos, end)
             if data[end - 1] != 0x0A:
                 line_no += 1  # an unterminated last line is a line too
         self.lines = line_no
 
-    def _walk_lines(self, data: bytes, start: int, pos: int, end: int, line_no: int,
-                    hits: list[tuple[int, int, int]], i: int, longs: list[tuple[int, int]]) -> tuple[int, int, int]:
+    def _walk_lines(self, data: bytes | bytearray, start: int, pos: int, end: int, line_no: int,
+                    hits: list[tuple[int, int, int]], i: int) -> tuple[int, int, int]:
         """Feed lines one by one to the open multi-line construct until it ends."""
         n = len(hits)
         while self.walk is not None and pos < end:
@@ -583,10 +614,9 @@ class _FileScan:
                     marks |= _MARK_OF[hits[i][0]]
                 i += 1
             line_no += 1
-            if not (longs and _inside(longs, pos)):
-                raw = data[pos:le].decode("utf-8", "replace")
-                if not self._walk_feed(raw) and marks:
-                    self._line(raw, line_no, marks)
+            raw = data[pos:le].decode("utf-8", "replace")
+            if not self._walk_feed(raw) and marks:
+                self._line(raw, line_no, marks)
             pos = le + 1
         return pos, line_no, i
 
@@ -617,10 +647,18 @@ class _FileScan:
                     m = _FAST_TIMER.match(raw)
                     if m:
                         ms, tag = m.group("ms"), m.group("tag")
-                        ix.votes["miles" if ms and tag else "slime"] += 1
-                        ix.timestamp(_normal_ts(m.group("ts"), ms))
+                        miles = bool(ms and tag)
+                        ts = _normal_ts(m.group("ts"), ms)
+                        ix.votes["miles" if miles else "slime"] += 1
+                        ix.timestamp(ts)
                         self._timer(m)
-                        if not self.tracebacks and _notable_tag(m.group("msg")) is None:
+                        if not self.tracebacks:
+                            msg = m.group("msg")
+                            note = _notable_tag(msg)  # `Timer update_weights start` marks a weight update
+                            if note is not None:
+                                source = m.group("src") or (tag.strip() if miles else None)
+                                line = _Line(msg, source, ts, None, "miles" if miles else "slime")
+                                self._note(note, line, line_no)
                             return
                         timer_done = True
         line = split_line(raw)
@@ -677,10 +715,14 @@ class _FileScan:
                     int(float(m.group("reg"))), int(float(m.group("avail")))))
         tag = _notable_tag(msg)
         if tag is not None:
-            if tag in ("rollout_progress", "train_progress"):
-                ix.votes["relax"] += 1
-            ix.seq += 1
-            ix.notable[tag].add((ix.seq, self._logline(line, line_no, tag)))
+            self._note(tag, line, line_no)
+
+    def _note(self, tag: str, line: _Line, line_no: int) -> None:
+        ix = self.ix
+        if tag in ("rollout_progress", "train_progress"):
+            ix.votes["relax"] += 1
+        ix.seq += 1
+        ix.notable[tag].add((ix.seq, self._logline(line, line_no, tag)))
 
     def _error(self, line: _Line, line_no: int) -> None:
         msg = line.text
@@ -690,29 +732,30 @@ class _FileScan:
             self.ix.errors.add(self._logline(line, line_no))
 
     def _timer(self, m: re.Match[str]) -> None:
-        timers = self.out.timers
-        name = m.group("name")
-        stats = timers.get(name)
+        name, what, seconds = m.group("name", "what", "s")
+        timer_open = self.ix.timer_open
+        stats = self.out.timers.get(name)
         if stats is None:
-            if len(timers) >= MAX_TIMERS:
+            if len(self.out.timers) >= MAX_TIMERS:
                 return
-            stats = timers[name] = TimerStats()
-            self.ix.timer_open[name] = 0
-        if m.group("what") == "start":
-            self.ix.timer_open[name] += 1
+            stats = self.out.timers[name] = TimerStats()
+            timer_open[name] = 0
+        if what == "start":
+            timer_open[name] += 1
             return
-        if self.ix.timer_open[name] > 0:
-            self.ix.timer_open[name] -= 1
-        if m.group("s") is None:
+        if timer_open[name] > 0:
+            timer_open[name] -= 1
+        if seconds is None:
             return
         try:
-            elapsed = float(m.group("s"))
+            elapsed = float(seconds)
         except ValueError:
             return
         stats.count += 1
         stats.total_s += elapsed
         stats.last_s = elapsed
-        stats.max_s = max(stats.max_s, elapsed)
+        if elapsed > stats.max_s:
+            stats.max_s = elapsed
 
     # -- tracebacks ------------------------------------------------------------------
 
@@ -869,31 +912,3 @@ def _notable_tag(msg: str) -> str | None:
     if ("nload" in msg or "resume_memory" in msg or "wake_up" in msg) and _RESUME.search(msg):
         return "resume_memory"
     return None
-
-
-def _long_lines(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
-    """(start, end) of the lines in data[start:end] longer than MAX_LINE_BYTES.
-
-    Probes one newline per half-cap window, so a stretch of ordinary lines costs a few
-    tiny searches; a line over the cap always covers a whole window.
-    """
-    half = MAX_LINE_BYTES // 2
-    spans: list[tuple[int, int]] = []
-    p = start
-    while p + half <= end:
-        if data.find(b"\n", p, p + half) >= 0:
-            p += half
-            continue
-        ls = data.rfind(b"\n", start, p) + 1 or start
-        ls = max(ls, start)
-        le = data.find(b"\n", p + half, end)
-        if le < 0:
-            le = end
-        if le - ls > MAX_LINE_BYTES:
-            spans.append((ls, le))
-        p = le + 1
-    return spans
-
-
-def _inside(spans: list[tuple[int, int]], pos: int) -> bool:
-    return any(s <= pos < e for s, e in spans)

@@ -1,0 +1,81 @@
+"""The metric dicts slime / miles / Relax print, read back without evaluating anything."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from triage.formats.pyrepr import parse_metric_dict
+
+
+def test_flat_step_dict_as_slime_prints_it():
+    d = parse_metric_dict(
+        "{'train/loss': 0.0123, 'train/pg_loss': -0.0021, 'train/ppo_kl': 1.2e-05, "
+        "'train/grad_norm': 0.234, 'train/lr-pg_0': 1e-06, 'train/step': 3}"
+    )
+    assert d == {"train/loss": 0.0123, "train/pg_loss": -0.0021, "train/ppo_kl": 1.2e-05,
+                 "train/grad_norm": 0.234, "train/lr-pg_0": 1e-06, "train/step": 3}
+    assert isinstance(d["train/step"], int) and isinstance(d["train/loss"], float)
+
+
+def test_non_finite_values_and_python_constants():
+    d = parse_metric_dict("{'train/grad_norm': nan, 'a': inf, 'b': -inf, 'ok': True, 'no': False, 'none': None}")
+    assert math.isnan(d["train/grad_norm"])
+    assert d["a"] == math.inf and d["b"] == -math.inf
+    assert d["ok"] is True and d["no"] is False and d["none"] is None
+
+
+def test_python_words_inside_keys_are_left_alone():
+    # 'perf/info_nan' holds "inf" and "nan"; 'True' is a key, not a value
+    d = parse_metric_dict("{'perf/info_nan': 1.5, 'True': nan, 'x': 'None of it'}")
+    assert d["perf/info_nan"] == 1.5 and math.isnan(d["True"]) and d["x"] == "None of it"
+
+
+def test_nested_lists_and_dicts():
+    d = parse_metric_dict("{'rollout/zero_std': {'count_0.0': 3, 'count_1.0': 1}, 'lens': [1, 2, nan], 'pair': (1, 2)}")
+    assert d["rollout/zero_std"] == {"count_0.0": 3, "count_1.0": 1}
+    assert d["lens"][:2] == [1, 2] and math.isnan(d["lens"][2])
+    assert d["pair"] == [1, 2]
+
+
+def test_numpy_and_torch_wrappers_give_their_number():
+    d = parse_metric_dict("{'a': np.float64(1.5), 'b': tensor(0.3, device='cuda:0'), 'c': numpy.int64(-2), "
+                          "'d': torch.tensor(nan)}")
+    assert d["a"] == 1.5 and d["b"] == 0.3 and d["c"] == -2 and math.isnan(d["d"])
+
+
+def test_quotes_and_escapes_in_strings():
+    assert parse_metric_dict("{\"it's\": 1, 'a\\nb': 'x'}") == {"it's": 1, "a\nb": "x"}
+    assert parse_metric_dict("{'it\\'s': 2}") == {"it's": 2}
+
+
+def test_non_string_keys_become_strings():
+    assert parse_metric_dict("{0: 1.0, 1: 2.0}") == {"0": 1.0, "1": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{'train/loss': 0.01, 'train/grad_nor", "truncated"),  # a line cut mid-write
+        ("{'train/loss': 0.01, 'x': ", "truncated"),
+        ("[1, 2]", "not a dict"),
+        ("{'a': __import__('os').system('true')}", "unsupported call"),
+        ("{'a': open}", "unsupported name"),
+        ("{'a': 1 + 2}", "unsupported BinOp"),
+        ("{'a': lambda: 1}", "unsupported Lambda"),
+        ("{**x}", "unpacking"),
+        ("{'a': 1} {'b': 2}", "not a complete dict literal"),
+    ],
+)
+def test_anything_else_is_a_one_line_value_error(text, message):
+    with pytest.raises(ValueError, match=message) as info:
+        parse_metric_dict(text)
+    assert "\n" not in str(info.value)
+
+
+def test_nothing_is_evaluated(tmp_path):
+    marker = tmp_path / "ran"
+    with pytest.raises(ValueError):
+        parse_metric_dict("{'a': open(%r, 'w').write('x')}" % str(marker))
+    assert not marker.exists()

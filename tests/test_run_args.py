@@ -1,0 +1,172 @@
+"""A run's arguments: Megatron's printed block, command lines, the manifest, merged."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from triage.errors import CorruptArtifact
+from triage.formats.run_args import (
+    RunArgs,
+    convert_value,
+    normalise_name,
+    parse_arguments_block,
+    parse_command_line,
+)
+from triage.run import open_run
+
+
+def test_normalise_name():
+    assert normalise_name("--max-tokens-per-gpu") == "max_tokens_per_gpu"
+    assert normalise_name("max_tokens_per_gpu") == "max_tokens_per_gpu"
+    assert normalise_name(" -lr ") == "lr"
+
+
+def test_megatron_printed_values_are_typed():
+    block = parse_arguments_block({
+        "load": "None", "bf16": "True", "fp16": "False", "tensor_model_parallel_size": "8", "lr": "1e-06",
+        "rollout_stop_token_ids": "[151643, 151645]", "attention_backend": "AttnBackend.flash",
+        "moe_router_dtype": "<RouterDtype.fp32: 'fp32'>", "params_dtype": "torch.bfloat16", "hf_checkpoint": "/root/Qwen3-4B",
+        "precision": "bf16", "weight_decay": "0.1", "min_lr": "-inf", "data_path": "['/data/a.jsonl', 'b']",
+        "model_name": "Qwen2.5-0.5B", "config": "Reward.py",
+    })
+    assert block == {
+        "load": None, "bf16": True, "fp16": False, "tensor_model_parallel_size": 8, "lr": 1e-06,
+        "rollout_stop_token_ids": [151643, 151645], "attention_backend": "flash", "moe_router_dtype": "fp32",
+        "params_dtype": "torch.bfloat16", "hf_checkpoint": "/root/Qwen3-4B", "precision": "bf16", "weight_decay": 0.1,
+        "min_lr": -math.inf, "data_path": ["/data/a.jsonl", "b"], "model_name": "Qwen2.5-0.5B", "config": "Reward.py",
+    }
+    assert isinstance(block["tensor_model_parallel_size"], int)
+
+
+def test_unparseable_list_stays_a_string():
+    assert convert_value("[1, 2") == "[1, 2"
+    assert convert_value("(lambda: 1)") == "(lambda: 1)"
+
+
+def test_slime_script_command_line():
+    cmd = r"""CUDA_DEVICE_MAX_CONNECTIONS=1 PYTHONPATH=/root/Megatron-LM python3 train.py \
+   --actor-num-nodes 1 \
+   --actor-num-gpus-per-node 8 \
+   --colocate \
+   --hf-checkpoint ${MODEL_DIR}/Qwen3-4B \
+   --rollout-stop-token-ids 151643 151645 \
+   --lr=1e-6 \
+   --rollout-temperature 0.8 \
+   --eps-clip -0.2 \
+   --rollout-stop '</answer>' '<|im_end|>' \
+   --use-kl-loss
+"""
+    args = parse_command_line(cmd)
+    assert args == {
+        "actor_num_nodes": 1, "actor_num_gpus_per_node": 8, "colocate": True,
+        "hf_checkpoint": "${MODEL_DIR}/Qwen3-4B", "rollout_stop_token_ids": [151643, 151645], "lr": 1e-6,
+        "rollout_temperature": 0.8, "eps_clip": -0.2, "rollout_stop": ["</answer>", "<|im_end|>"], "use_kl_loss": True,
+    }
+
+
+def test_ray_job_submit_entrypoint():
+    cmd = ("ray job submit --address=http://127.0.0.1:8265 --runtime-env-json='{\"env_vars\": {\"A\": \"1\"}}' "
+           "-- python3 train_async.py --actor-num-nodes 2 --debug-rollout-only")
+    assert parse_command_line(cmd) == {"actor_num_nodes": 2, "debug_rollout_only": True}
+
+
+def test_module_launchers_quoted_commands_and_repeats():
+    assert parse_command_line("python -m slime.train --lr 1e-5 --lr 2e-5") == {"lr": 2e-5}  # argparse keeps the last
+    assert parse_command_line("torchrun --nproc-per-node 8 train.py --tp 2") == {"tp": 2}
+    assert parse_command_line("bash -c 'python3 train.py --seed 3'") == {"seed": 3}
+    assert parse_command_line("--rollout-batch-size 32 --colocate") == {"rollout_batch_size": 32, "colocate": True}
+    hooks = parse_command_line("python3 train.py --rollout-sample-hook-path a.h --rollout-sample-hook-path b.h")
+    assert hooks == {"rollout_sample_hook_path": ["a.h", "b.h"]}  # declared with action="append"
+    assert parse_command_line("python3 train.py --prompt \"it's") == {"prompt": "\"it's"}  # unbalanced quote
+
+
+def test_run_args_mapping():
+    args = RunArgs({"max-tokens-per-gpu": 9216, "colocate": True}, {"max-tokens-per-gpu": "command_line"})
+    assert args.get("--max-tokens-per-gpu") == 9216 and args["max_tokens_per_gpu"] == 9216
+    assert args.has("colocate") and "colocate" in args and not args.has("lr")
+    assert args.get("lr", 1e-6) == 1e-6
+    assert args.source_of("max_tokens_per_gpu") == "command_line" and args.source_of("colocate") is None
+    assert args.source_of("lr") is None
+    assert bool(args) and not RunArgs()
+    assert sorted(args) == ["colocate", "max_tokens_per_gpu"] and len(args) == 2
+    with pytest.raises(TypeError):
+        args["lr"] = 1  # type: ignore[index]
+    snapshot = args.as_dict()
+    snapshot["lr"] = 1
+    assert not args.has("lr")
+
+
+LOG = "\n".join([
+    "+ ray job submit -- python3 train.py --actor-num-nodes 1 --lr 2e-6 --load /ckpt",
+    "(MegatronTrainRayActor pid=1) ------------------------ arguments ------------------------",
+    "(MegatronTrainRayActor pid=1)   actor_num_nodes ................................. 1",
+    "(MegatronTrainRayActor pid=1)   load ............................................ /ckpt",
+    "(MegatronTrainRayActor pid=1)   lr .............................................. 1e-06",
+    "(MegatronTrainRayActor pid=1)   max_tokens_per_gpu .............................. 4096",
+    "(MegatronTrainRayActor pid=1)   use_dynamic_batch_size .......................... False",
+    "(MegatronTrainRayActor pid=1) -------------------- end of arguments ---------------------",
+]) + "\n"
+
+
+def make_run(tmp_path, log=None, cmdline=None, manifest=None):
+    root = tmp_path / "run"
+    root.mkdir(parents=True)
+    if log is not None:
+        (root / "driver.log").write_text(log)
+    if cmdline is not None:
+        (root / "cmdline.txt").write_text(cmdline)
+    if manifest is not None:
+        (root / "triage.yaml").write_text(yaml.safe_dump(manifest))
+    return open_run(str(root))
+
+
+def test_sources_merge_lowest_priority_first(tmp_path):
+    run = make_run(tmp_path, LOG, cmdline="python3 train.py --max-tokens-per-gpu 8192 --dump-details /dumps \\\n --colocate",
+                   manifest={"args": {"colocate": False}})
+    args = run.args
+    # block < log command line < cmdline.txt < manifest
+    assert args.get("use_dynamic_batch_size") is False and args.source_of("use_dynamic_batch_size") == "arguments_block"
+    assert args.get("lr") == 2e-6 and args.source_of("lr") == "command_line"
+    assert args.get("max_tokens_per_gpu") == 8192 and args.source_of("max_tokens_per_gpu") == "command_line"
+    assert args.get("colocate") is False and args.source_of("colocate") == "manifest"
+    # what slime derives from --dump-details
+    assert args.get("save_debug_rollout_data") == "/dumps/rollout_data/{rollout_id}.pt"
+    assert args.get("save_debug_train_data") == "/dumps/train_data/{rollout_id}.pt"
+    assert args.source_of("save_debug_rollout_data") == "derived"
+
+
+def test_block_alone_and_load_debug_rollout_data(tmp_path):
+    run = make_run(tmp_path, LOG.replace("--load /ckpt", "--load-debug-rollout-data /d/{rollout_id}.pt"))
+    assert run.args.get("max_tokens_per_gpu") == 4096
+    assert run.args.get("debug_train_only") is True and run.args.source_of("debug_train_only") == "derived"
+
+
+def test_explicit_rollout_dump_template_is_kept(tmp_path):
+    run = make_run(tmp_path, cmdline="python3 train.py --dump-details /d --save-debug-rollout-data /x/{rollout_id}.pt")
+    assert run.args.get("save_debug_rollout_data") == "/x/{rollout_id}.pt"
+
+
+def test_manifest_command_and_no_args(tmp_path):
+    run = make_run(tmp_path, log="[2026-08-01 10:00:00] a.py:1 - hello\n",
+                   manifest={"command": "python3 train.py --seed 7"})
+    assert run.args.get("seed") == 7 and run.args.source_of("seed") == "command_line"
+    empty = make_run(tmp_path / "x", log="[2026-08-01 10:00:00] a.py:1 - hello\n")
+    assert not empty.args
+
+
+def test_binary_command_file_is_a_corrupt_artifact(tmp_path):
+    run = make_run(tmp_path, log="hello\n")
+    (run.root / "cmdline.txt").write_bytes(b"\x00\x01python")
+    run.artifacts.command_line = run.root / "cmdline.txt"
+    with pytest.raises(CorruptArtifact, match="command line file is binary"):
+        run.args  # noqa: B018
+
+
+def test_command_ends_at_shell_operators_but_not_at_stop_strings():
+    assert parse_command_line("python3 train.py --tp 2 2>&1 | tee train.log") == {"tp": 2}
+    assert parse_command_line("cd /root && python3 train.py --seed 1 > out.log; echo done") == {"seed": 1}
+    stops = parse_command_line("python3 train.py --rollout-stop '<|im_end|>' '</answer>' --n 1")
+    assert stops == {"rollout_stop": ["<|im_end|>", "</answer>"], "n": 1}

@@ -1,0 +1,392 @@
+"""Scanning real-looking slime / miles / Relax job logs into a LogIndex."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from triage.errors import CorruptArtifact
+from triage.formats import slime_log
+from triage.formats.slime_log import scan_logs
+
+A = "(MegatronTrainRayActor pid=1234) "
+R = "(RolloutManager pid=3456) "
+E = "(SGLangEngine pid=77, ip=10.0.0.3) "
+
+# A slime driver log as `ray job logs` returns it: the submit line, Megatron's arguments
+# block interleaved with engine output, checkpoint loading, two rollouts, a crash.
+SLIME_LOG = "\n".join([
+    "+ ray job submit --address=http://127.0.0.1:8265 --runtime-env-json='{\"env_vars\": {\"X\": \"1\"}}' "
+    "-- python3 train.py --actor-num-nodes 1 --actor-num-gpus-per-node 8 --colocate --lr 1e-6",  # 1
+    "Job submission server address: http://127.0.0.1:8265",  # 2
+    A + "------------------------ arguments ------------------------",  # 3
+    A + "  accumulate_allreduce_grads_in_fp32 .............. False",  # 4
+    E + "[2026-08-01 10:00:01 TP0] Load weight end. type=Qwen3ForCausalLM, avail mem=61.20 GB",  # 5
+    A + "  attention_backend ............................... AttnBackend.flash",  # 6
+    A + "  exit_on_missing_checkpoint ...................... False",  # 7
+    A + "  lr .............................................. 1e-06",  # 8
+    A + "  max_tokens_per_gpu .............................. 9216",  # 9
+    A + "-------------------- end of arguments ---------------------",  # 10
+    A + " loading distributed checkpoint from /root/ckpt at iteration 100",  # 11
+    A + "  successfully loaded checkpoint from /root/ckpt [ t 1/2, gtp_remat 1/1, p 1/1 ] at iteration 100",  # 12
+    "[2026-08-01 10:00:02] placement_group.py:64 - Waiting for placement group of 16 GPUs (elapsed 30s): "
+    "8 GPUs registered with Ray, 8 available.",  # 13
+    "[2026-08-01 10:00:32] placement_group.py:64 - Waiting for placement group of 16 GPUs (elapsed 60s): "
+    "12 GPUs registered with Ray, 4 available.",  # 14
+    R + "[2026-08-01 10:01:00] timer.py:24 - Timer generate start",  # 15
+    E + "[2026-08-01 10:01:30 TP0] Decode batch. #running-req: 64, #token: 81234, token usage: 0.41, cuda graph: True",  # 16
+    R + "[2026-08-01 10:02:00] sglang_rollout.py:447 - Finish rollout: ['<|im_start|>user\\nWhat is 1+1?<|im_end|>"
+    "\\n<|im_start|>assistant\\n2'], label: 2, reward: 1.0",  # 17
+    R + "[2026-08-01 10:02:01] timer.py:32 - Timer generate end (elapsed: 61.0s)",  # 18
+    A + "[2026-08-01 10:02:02] memory_utils.py:49 - [Rank 0] Memory-Usage before offload model: {'gpu': '0', 'free_GB': 12.5}",  # 19
+    A + "[2026-08-01 10:02:03] train_metric_utils.py:135 - rollout 0: {'rollout/log_probs': -0.31, "
+    "'rollout/ref_log_probs': -0.31, 'rollout/entropy': nan, 'rollout/raw_reward': 0.5}",  # 20
+    A + "[2026-08-01 10:02:04] model.py:918 - step 0: {'train/loss': 0.0123, 'train/grad_norm': 0.25, 'train/ppo_kl': 0.0}",  # 21
+    A + "[2026-08-01 10:02:05] timer.py:24 - Timer update_weights start",  # 22
+    A + "[2026-08-01 10:02:08] timer.py:32 - Timer update_weights end (elapsed: 3.0s)",  # 23
+    R + "[2026-08-01 10:02:09] rollout.py:201 - Timer generate start",  # 24
+    R + "[2026-08-01 10:03:09] http_utils.py:80 - Error: ReadTimeout('timed out'), retrying... (attempt 1/60, url=http://10.0.0.3:30000/generate)",  # 25
+    A + "[2026-08-01 10:03:10] model.py:918 - step 1: {'train/loss': 0.02, 'train/grad_norm': inf, 'train/ppo_kl': 0.001}",  # 26
+    A + "[2026-08-01 10:03:11] model.py:918 - step 2: {'train/loss': 0.03, 'train/grad_nor",  # 27: cut mid-write
+    A + "Traceback (most recent call last):",  # 28
+    E + "[2026-08-01 10:03:12 TP0] Decode batch. #running-req: 3, #token: 1200, token usage: 0.01, cuda graph: True",  # 29
+    A + '  File "/root/slime/train.py", line 88, in <module>',  # 30
+    A + "    train(args)",  # 31
+    A + '  File "/root/slime/slime/backends/megatron_utils/actor.py", line 300, in train',  # 32
+    A + '    raise RuntimeError("CUDA error: an illegal memory access was encountered")',  # 33
+    A + "RuntimeError: CUDA error: an illegal memory access was encountered",  # 34
+    E + "[2026-08-01 10:03:13 TP0] NCCL INFO Channel 00/02 : 0 1",  # 35: NCCL_DEBUG chatter, not an error
+    "[2026-08-01 10:03:14] train.py:90 - job failed",  # 36
+]) + "\n"
+
+
+def write(tmp_path: Path, text: str, name: str = "driver.log") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_slime_driver_log(tmp_path):
+    ix = scan_logs([write(tmp_path, SLIME_LOG)])
+    assert ix.framework == "slime"
+    assert ix.lines == 36 and ix.bytes == len(SLIME_LOG.encode())
+    assert not ix.truncated_tail and ix.skipped_long_lines == 0
+
+    # metrics: two steps parsed, the one cut mid-write counted
+    idx, vals = ix.metrics.series("step", "train/grad_norm")
+    assert list(idx) == [0, 1] and vals[0] == 0.25 and math.isinf(vals[1])
+    assert ix.metrics.count("rollout") == 1 and math.isnan(ix.metrics.series("rollout", "rollout/entropy")[1][0])
+    assert ix.unparsed_metric_lines == 1
+
+    # Megatron's arguments block, despite the engine line inside it
+    assert ix.arguments == {"accumulate_allreduce_grads_in_fp32": "False", "attention_backend": "AttnBackend.flash",
+                            "exit_on_missing_checkpoint": "False", "lr": "1e-06", "max_tokens_per_gpu": "9216"}
+    assert ix.command_line == ("python3 train.py --actor-num-nodes 1 --actor-num-gpus-per-node 8 --colocate --lr 1e-6")
+
+    # timers: `generate` ran once (61 s) and was started again without an end
+    gen = ix.timers["generate"]
+    assert (gen.count, gen.total_s, gen.max_s, gen.started_not_ended) == (1, 61.0, 61.0, 1)
+    assert ix.timers["update_weights"].last_s == 3.0 and ix.timers["update_weights"].started_not_ended == 0
+
+    waits = ix.placement_group_waits
+    assert [(w.gpus_needed, w.elapsed_s, w.gpus_registered, w.gpus_available) for w in waits] == [
+        (16, 30.0, 8, 8), (16, 60.0, 12, 4)]
+    assert waits[-1].line.line_no == 14
+
+    (finish,) = ix.finish_rollouts
+    assert finish.line_no == 17 and finish.source == "RolloutManager pid=3456"
+    assert finish.text.startswith("Finish rollout: ['<|im_start|>user") and finish.text.endswith("reward: 1.0")
+    assert finish.timestamp == "2026-08-01 10:02:00"
+
+    loaded = ix.notable_tagged("ckpt_loaded")
+    assert [line.line_no for line in loaded] == [11, 12]
+    assert loaded[1].text.endswith("at iteration 100") and loaded[1].source == "MegatronTrainRayActor pid=1234"
+    assert [line.line_no for line in ix.notable_tagged("weights_update")] == [22, 23]
+    assert [line.line_no for line in ix.notable_tagged("release_memory")] == [19]
+
+    (tb,) = ix.tracebacks
+    assert tb.line_no == 28 and tb.source == "MegatronTrainRayActor pid=1234"
+    assert tb.frames == ('File "/root/slime/train.py", line 88, in <module>',
+                         'File "/root/slime/slime/backends/megatron_utils/actor.py", line 300, in train')
+    assert tb.exception == "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+    # errors: the retry, the traceback and its exception line; not the frames' code, not NCCL INFO
+    assert [(e.line_no, e.text[:40]) for e in ix.errors] == [
+        (25, "Error: ReadTimeout('timed out'), retryin"),
+        (28, "Traceback (most recent call last):"),
+        (34, "RuntimeError: CUDA error: an illegal mem"),
+    ]
+    assert ix.errors[2].source == "MegatronTrainRayActor pid=1234" and ix.errors[0].timestamp == "2026-08-01 10:03:09"
+    assert ix.dropped_errors == 0
+    assert (ix.first_timestamp, ix.last_timestamp) == ("2026-08-01 10:00:01", "2026-08-01 10:03:14")
+
+
+def test_search_with_and_without_the_automaton_agree(tmp_path):
+    if slime_log._ahocorasick is None:
+        pytest.skip("ahocorasick_rs not installed: only the bytes.find search exists")
+    path = write(tmp_path, SLIME_LOG + MILES_LOG + RELAX_LOG)
+    assert_same_index(scan_logs([path], use_automaton=True), scan_logs([path], use_automaton=False))
+
+
+def test_lines_cut_by_chunk_boundaries_give_the_same_index(tmp_path, monkeypatch):
+    path = write(tmp_path, SLIME_LOG + MILES_LOG + RELAX_LOG)
+    whole = scan_logs([path])
+    for chunk in (53, 97, 1000):
+        monkeypatch.setattr(slime_log, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(slime_log, "MAX_LINE_BYTES", 4096)
+        assert_same_index(scan_logs([path]), whole)
+
+
+def assert_same_index(a, b):
+    for f in fields(a):
+        if f.name == "metrics":
+            for kind in a.metrics.kinds():
+                for key in a.metrics.keys(kind):
+                    ia, va = a.metrics.series(kind, key)
+                    ib, vb = b.metrics.series(kind, key)
+                    assert list(ia) == list(ib) and [str(v) for v in va] == [str(v) for v in vb], (kind, key)
+            assert a.metrics.kinds() == b.metrics.kinds()
+        else:
+            assert getattr(a, f.name) == getattr(b, f.name), f.name
+
+
+MILES_LOG = "\n".join([
+    "[2026-08-02 09:00:00.125 main] train.py:40 - starting",
+    "[2026-08-02 09:00:01.500 rollout_manager] sglang_rollout.py:514 - Finish rollout: "
+    "text_preview='<think>2+2=4</think> 4', label=4, reward_summary={'score': 1.0}",
+    "[2026-08-02 09:00:02.001 actor_cell0_rank0] model.py:918 - step 7: {'train/loss': 0.5, 'train/train_rollout_kl': 0.002}",
+    "[2026-08-02 09:00:03.250 actor_cell0_rank0] model.py:950 - ValueError: bad batch",
+]) + "\n"
+
+
+def test_miles_log(tmp_path):
+    ix = scan_logs([write(tmp_path, MILES_LOG)])
+    assert ix.framework == "miles"
+    assert ix.metrics.first("step") == (7, {"train/loss": 0.5, "train/train_rollout_kl": 0.002})
+    (finish,) = ix.finish_rollouts
+    assert finish.text.startswith("Finish rollout: text_preview=") and finish.source == "rollout_manager"
+    (err,) = ix.errors
+    assert (err.line_no, err.text, err.source, err.timestamp) == (4, "ValueError: bad batch", "actor_cell0_rank0",
+                                                                  "2026-08-02 09:00:03.250")
+    assert (ix.first_timestamp, ix.last_timestamp) == ("2026-08-02 09:00:00.125", "2026-08-02 09:00:03.250")
+
+
+def colorlog(ts: str, level: str, name: str, msg: str) -> str:
+    """Relax's colorlog format, escape codes and all."""
+    color = {"INFO": "\x1b[01;37m", "WARNING": "\x1b[01;33m", "ERROR": "\x1b[01;31m"}[level]
+    return (f"\x1b[32m{ts}\x1b[0m | {color}{level}\x1b[0m | \x1b[36m{name}\x1b[0m {color}{msg}\x1b[0m")
+
+
+RELAX_LOG = "\n".join([
+    colorlog("2026-08-03 08:00:00", "INFO", "relax.components.rollout:90", "Start rollout 3/100"),
+    colorlog("2026-08-03 08:01:00", "INFO", "relax.components.rollout:120", "Finish rollout 3/100"),
+    colorlog("2026-08-03 08:01:01", "INFO", "relax.components.actor:185", "Actor training step 3/100"),
+    colorlog("2026-08-03 08:01:30", "INFO", "relax.engine.train:918", "step 3: {'train/loss': 0.1, 'train/grad_norm': nan}"),
+    colorlog("2026-08-03 08:01:31", "ERROR", "relax.components.actor:201",
+             "Actor training failed at step 3: DistBackendError: NCCL communicator was aborted"),
+    colorlog("2026-08-03 08:01:32", "WARNING", "relax.components.actor:210", "step took long"),
+]) + "\n"
+
+
+def test_relax_colorlog_with_ansi_codes(tmp_path):
+    ix = scan_logs([write(tmp_path, RELAX_LOG)])
+    assert ix.framework == "relax"
+    assert [(line.tag, line.text) for line in ix.notable] == [
+        ("rollout_progress", "Start rollout 3/100"),
+        ("rollout_progress", "Finish rollout 3/100"),
+        ("train_progress", "Actor training step 3/100"),
+    ]
+    assert math.isnan(ix.metrics.first("step")[1]["train/grad_norm"])
+    (err,) = ix.errors
+    assert err.level == "ERROR" and err.line_no == 5 and "\x1b" not in err.text
+    assert err.text == "Actor training failed at step 3: DistBackendError: NCCL communicator was aborted"
+    assert err.timestamp == "2026-08-03 08:01:31"
+    assert ix.finish_rollouts == []  # Relax's `Finish rollout i/N` is progress, not a sample
+
+
+def test_bare_prints_of_slime_v0_1_and_rank_prefixes(tmp_path):
+    text = "\n".join([
+        "step 0: {'train/loss': 0.7, 'train/grad_norm': 1.5}",
+        A + "rollout 0: {'rollout/log_probs': -0.2, 'rollout/ref_log_probs': -0.2}",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/root/train.py", line 3, in <module>',
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "critic-step 0: {'train/critic-loss': 0.3}",
+    ]) + "\n"
+    ix = scan_logs([write(tmp_path, text)])
+    assert ix.framework == "slime"
+    assert ix.metrics.first("step") == (0, {"train/loss": 0.7, "train/grad_norm": 1.5})
+    assert ix.metrics.first("critic-step") == (0, {"train/critic-loss": 0.3})
+    assert ix.metrics.first("rollout")[1]["rollout/log_probs"] == -0.2
+    (tb,) = ix.tracebacks
+    assert tb.source == "rank0" and tb.exception.startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert ix.first_timestamp is None
+
+
+def test_checkpoint_not_found_and_nan_skip_lines(tmp_path):
+    text = "\n".join([
+        A + "WARNING: could not find the metadata file /root/ckpt/latest_checkpointed_iteration.txt",
+        A + "    will not load any checkpoints and will start from random",
+        A + "[2026-08-01 10:00:00] model.py:700 - Found NaN in grad norm, skipping step",
+        A + "[2026-08-01 10:00:01] training.py:3 - found Inf in local grad norm for bucket #0 in backward pass",
+        A + "[2026-08-01 10:00:02] checkpointing.py:1 - saving checkpoint at iteration       5 to /root/ckpt",
+    ]) + "\n"
+    ix = scan_logs([write(tmp_path, text)])
+    assert [line.line_no for line in ix.notable_tagged("ckpt_not_found")] == [1, 2]
+    assert [line.line_no for line in ix.notable_tagged("nan_skip")] == [3, 4]
+    assert [line.line_no for line in ix.notable_tagged("ckpt_saved")] == [5]
+    assert ix.notable_tagged("ckpt_loaded") == []
+
+
+def test_interleaved_tracebacks_keep_their_own_frames(tmp_path):
+    b = "(MegatronTrainRayActor pid=1235) "
+    text = "\n".join([
+        A + "Traceback (most recent call last):",
+        b + "Traceback (most recent call last):",
+        A + '  File "/a.py", line 1, in f',
+        b + '  File "/b.py", line 2, in g',
+        b + "KeyboardInterrupt",
+        A + "AssertionError: grad norm is nan",
+    ]) + "\n"
+    ix = scan_logs([write(tmp_path, text)])
+    got = {tb.source: (tb.line_no, tb.frames, tb.exception) for tb in ix.tracebacks}
+    assert got == {
+        "MegatronTrainRayActor pid=1234": (1, ('File "/a.py", line 1, in f',), "AssertionError: grad norm is nan"),
+        "MegatronTrainRayActor pid=1235": (2, ('File "/b.py", line 2, in g',), "KeyboardInterrupt"),
+    }
+
+
+def test_ray_repeated_suffix_and_continued_command_line(tmp_path):
+    text = "\n".join([
+        "python3 train.py \\",
+        "   --actor-num-nodes 1 \\",
+        "   --rollout-stop-token-ids 1 2 3",
+        A + "[2026-08-01 10:00:00] model.py:1 - NCCL timeout in allreduce [repeated 7x across cluster]",
+        '  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main',
+    ]) + "\n"
+    ix = scan_logs([write(tmp_path, text)])
+    assert ix.command_line == "python3 train.py --actor-num-nodes 1 --rollout-stop-token-ids 1 2 3"
+    assert [e.text for e in ix.errors] == ["NCCL timeout in allreduce"]
+
+
+def test_truncated_last_line_is_still_parsed(tmp_path):
+    text = SLIME_LOG + A + "[2026-08-01 10:04:00] model.py:918 - step 3: {'train/loss': 0.5}"
+    ix = scan_logs([write(tmp_path, text)])
+    assert ix.truncated_tail and ix.lines == 37
+    assert list(ix.metrics.series("step", "train/loss")[0]) == [0, 1, 3]
+    assert ix.last_timestamp == "2026-08-01 10:04:00"
+
+
+def test_last_line_cut_mid_dict_is_counted_not_raised(tmp_path):
+    text = "step 0: {'train/loss': 0.5}\nstep 1: {'train/loss': 0.4, 'train/gr"
+    ix = scan_logs([write(tmp_path, text)])
+    assert ix.truncated_tail and ix.unparsed_metric_lines == 1 and ix.metrics.count("step") == 1
+
+
+def test_ten_megabyte_line_is_skipped_quickly(tmp_path):
+    path = tmp_path / "long.log"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("[2026-08-01 10:00:00] a.py:1 - before\n")
+        fh.write("x" * (5 << 20) + " RuntimeError inside the long line " + "y" * (5 << 20) + "\n")
+        fh.write("[2026-08-01 10:00:01] a.py:2 - RuntimeError: after the long line\n")
+        fh.write("z" * (3 << 20))  # a long unterminated tail as well
+    t0 = time.perf_counter()
+    ix = scan_logs([path])
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 3.0
+    assert ix.skipped_long_lines == 2 and ix.truncated_tail and ix.lines == 4
+    assert [(e.line_no, e.text) for e in ix.errors] == [(3, "RuntimeError: after the long line")]
+
+
+def test_long_line_inside_one_chunk_is_counted_and_skipped(tmp_path):
+    text = "ok\n" + "Error " * 400_000 + "\nValueError: after\n"  # a 2.4 MB line
+    ix = scan_logs([write(tmp_path, text)])
+    assert ix.skipped_long_lines == 1 and ix.lines == 3
+    assert [(e.line_no, e.text) for e in ix.errors] == [(3, "ValueError: after")]
+
+
+def test_gzip_log_reads_like_the_plain_one(tmp_path):
+    plain = write(tmp_path, SLIME_LOG)
+    gz = tmp_path / "driver.log.gz"
+    gz.write_bytes(gzip.compress(SLIME_LOG.encode()))
+    a, b = scan_logs([plain]), scan_logs([gz])
+    assert b.files == [str(gz)]
+    assert [(e.line_no, e.text) for e in a.errors] == [(e.line_no, e.text) for e in b.errors]
+    assert a.arguments == b.arguments and a.lines == b.lines and b.metrics.count("step") == 2
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path):
+    gz = tmp_path / "driver.log.gz"
+    gz.write_bytes(gzip.compress(SLIME_LOG.encode())[:-12])  # the trailer is gone
+    ix = scan_logs([gz])
+    assert ix.truncated_tail
+
+
+def test_binary_file_is_refused_with_one_line(tmp_path):
+    path = tmp_path / "model_optim_rng.pt"
+    path.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 100)
+    with pytest.raises(CorruptArtifact, match="is not a text log: it contains NUL bytes") as info:
+        scan_logs([path])
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_mostly_non_utf8_file_is_refused(tmp_path):
+    path = tmp_path / "noise.log"
+    path.write_bytes(bytes([0x80 + (i % 120) for i in range(70_000)]))
+    with pytest.raises(CorruptArtifact, match=r"is not a text log: \d+% of its first 64 KB is not UTF-8 text"):
+        scan_logs([path])
+
+
+def test_stray_invalid_utf8_is_replaced_not_fatal(tmp_path):
+    path = tmp_path / "driver.log"
+    path.write_bytes(b"hello\n[2026-08-01 10:00:00] a.py:1 - Error: caf\xe9 closed\n")
+    (err,) = scan_logs([path]).errors
+    assert err.text == "Error: caf\ufffd closed"
+
+
+def test_missing_and_directory_paths_are_corrupt_artifacts(tmp_path):
+    with pytest.raises(CorruptArtifact, match="cannot read log: No such file or directory"):
+        scan_logs([tmp_path / "nope.log"])
+    with pytest.raises(CorruptArtifact, match="is a directory"):
+        scan_logs([tmp_path])
+
+
+def test_error_lines_are_bounded_first_and_last_half(tmp_path, monkeypatch):
+    monkeypatch.setattr(slime_log, "MAX_ERROR_LINES", 10)
+    text = "".join(f"[2026-08-01 10:00:00] a.py:1 - RuntimeError: failure {i}\n" for i in range(1, 26))
+    ix = scan_logs([write(tmp_path, text)])
+    assert [e.line_no for e in ix.errors] == [1, 2, 3, 4, 5, 21, 22, 23, 24, 25]
+    assert ix.dropped_errors == 15
+
+
+def test_several_files_keep_their_own_paths_and_line_numbers(tmp_path):
+    a = write(tmp_path, "one\nRuntimeError: in a\n", "a.log")
+    b = write(tmp_path, "RuntimeError: in b\n", "b.log")
+    ix = scan_logs([a, b])
+    assert ix.files == [str(a), str(b)] and ix.lines == 3
+    assert [e.where() for e in ix.errors] == [f"{a}:2", f"{b}:1"]
+
+
+def test_empty_log(tmp_path):
+    ix = scan_logs([write(tmp_path, "")])
+    assert ix.lines == 0 and ix.framework == "unknown" and ix.metrics.empty() and not ix.truncated_tail
+
+
+def test_long_lines_are_quoted_by_head_and_tail(tmp_path):
+    response = "word " * 3000
+    text = R + f"[2026-08-01 10:02:00] sglang_rollout.py:447 - Finish rollout: ['{response}'], label: 7, reward: 0.0\n"
+    (finish,) = scan_logs([write(tmp_path, text)]).finish_rollouts
+    assert len(finish.text) == 2000 and " … " in finish.text
+    assert finish.text.startswith("Finish rollout: ['word") and finish.text.endswith("label: 7, reward: 0.0")
+
+
+def test_only_the_last_placement_group_waits_are_kept(tmp_path):
+    text = "".join(f"[2026-08-01 10:{i // 2:02d}:00] placement_group.py:64 - Waiting for placement group of 8 GPUs "
+                   f"(elapsed {30 * i}s): 4 GPUs registered with Ray, 4 available.\n" for i in range(1, 31))
+    waits = scan_logs([write(tmp_path, text)]).placement_group_waits
+    assert len(waits) == 20 and waits[0].elapsed_s == 330.0 and waits[-1].elapsed_s == 900.0
