@@ -214,6 +214,28 @@ def time_scan(path: Path, repeat: int, automaton: str) -> dict:
     return best
 
 
+def time_triage(log: Path) -> dict:
+    """`triage run` end to end on a run directory holding only this log (no cache)."""
+    run_dir = log.parent / "run"
+    run_dir.mkdir(exist_ok=True)
+    target = run_dir / "job.log"
+    if not target.exists():
+        os.link(log, target)
+    code = (
+        "import json, resource, sys, time, io, contextlib\n"
+        "from triage.cli import main\n"
+        "buf = io.StringIO(); t0 = time.perf_counter()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    rc = main(['run', sys.argv[1], '--json', '--no-cache'])\n"
+        "report = json.loads(buf.getvalue())\n"
+        "print(json.dumps({'seconds': time.perf_counter() - t0, 'rc': rc, 'verdict': report['root_cause']['id'],\n"
+        "                  'probes': len(report['path']), 'rss_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def warm(path: Path) -> None:
     with open(path, "rb") as fh:
         while fh.read(16 << 20):
@@ -260,6 +282,11 @@ def main() -> int:
                   f"{mb / grep_cpu:13.0f} {mb / scan['cpu']:13.0f} {grep_cpu / scan['cpu']:6.2f}   "
                   f"{scan['rss_kb'] / 1024:11.0f} {scan['metric_bytes'] / 2**20:16.1f} {scan['lines']:10d} {metrics:8d} "
                   f"{scan['errors']:7d}")
+        tri = time_triage(big)
+        mb = rows[-1][0]
+        print(f"\nstatic triage end to end (`triage run --json --no-cache`) on the {mb:.0f} MB log: "
+              f"{tri['seconds']:.1f} s ({mb / tri['seconds']:.0f} MB/s), verdict {tri['verdict']} after "
+              f"{tri['probes']} probes, exit {tri['rc']}, peak RSS {tri['rss_kb'] / 1024:.0f} MB")
         return 0
     finally:
         if args.keep:

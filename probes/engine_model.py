@@ -30,12 +30,6 @@ _FIELD = {
     name: re.compile(rf"\b{name}=(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|None)")
     for name in ("model_path", "tokenizer_path", "served_model_name")
 }
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_ACTOR_PREFIX = re.compile(r"^\((\w+ pid=\d+)(?:, ip=[\w.:-]+)?\)\s*")
-# When the log index kept no startup line, read at most this much of each log's head:
-# engines print their arguments at launch, near the start of the job.
-HEAD_BYTES = 64 * 2**20
-MAX_LINE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -85,33 +79,6 @@ def _from_index(lines: list[LogLine]) -> list[ServedModel]:
             served = parse_server_args(line.text, line.where(), line.source)
             if served is not None:
                 out.append(served)
-    return out
-
-
-def _from_log_heads(paths: list[Path], head_bytes: int = HEAD_BYTES) -> list[ServedModel]:
-    out = []
-    mark = SERVER_ARGS_MARK.encode()
-    for path in paths:
-        try:
-            with open(path, "rb") as fh:
-                line_no = 0
-                read = 0
-                while read < head_bytes:
-                    raw = fh.readline(MAX_LINE)
-                    if not raw:
-                        break
-                    read += len(raw)
-                    if raw.endswith(b"\n") or len(raw) < MAX_LINE:
-                        line_no += 1
-                    if mark not in raw:
-                        continue
-                    text = _ANSI.sub("", raw.decode("utf-8", errors="replace")).strip()
-                    prefix = _ACTOR_PREFIX.match(text)
-                    served = parse_server_args(text, f"{path}:{line_no}", prefix.group(1) if prefix else None)
-                    if served is not None:
-                        out.append(served)
-        except OSError:
-            continue
     return out
 
 
@@ -180,8 +147,7 @@ class EngineModel(Probe):
 
     def served_from_log(self, run: Run) -> list[ServedModel]:
         log = run.log
-        found = _from_index([*log.notable, *log.errors])
-        return found or _from_log_heads(list(run.artifacts.logs))
+        return _from_index([*log.notable_tagged("engine_launch"), *log.errors])
 
     def served_from_engines(self, run: Run) -> list[ServedModel]:
         """Models reported by the run's live engines (`run.engines`).

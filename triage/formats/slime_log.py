@@ -93,6 +93,7 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"Finish rollout", b"Start rollout", b"Actor training", b"Timer ", b"Waiting for placement group",
         b" arguments ---", b"python", b"checkpoint", b"metadata file", b"start from random",
         b"NaN", b"found Inf", b"kipping", b"weights", b"ffload", b"nload", b"_memory_occupation", b"wake_up",
+        b"server_args=",
     )),
 )
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
@@ -169,7 +170,7 @@ _CKPT_SAVED = ("saving checkpoint at iteration", "successfully saved checkpoint"
 
 NOTABLE_TAGS = (
     "ckpt_loaded", "ckpt_not_found", "ckpt_saved", "nan_skip", "rollout_progress",
-    "train_progress", "weights_update", "release_memory", "resume_memory",
+    "train_progress", "weights_update", "release_memory", "resume_memory", "engine_launch",
 )
 
 T = TypeVar("T")
@@ -892,6 +893,8 @@ class _FileScan:
 
 
 def _notable_tag(msg: str) -> str | None:
+    if "server_args=ServerArgs(" in msg:  # SGLang's launch line: which model the engine serves
+        return "engine_launch"
     if "checkpoint" in msg or "metadata file" in msg or "start from random" in msg:
         if any(s in msg for s in _CKPT_MISSING):
             return "ckpt_not_found"
