@@ -154,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     verdicts = sub.add_parser("verdicts", help="list the verdict catalog")
     verdicts.add_argument("--json", action="store_true")
     verdicts.set_defaults(func=_cmd_verdicts)
+
+    from triage.bench import add_bench_parser
+    from triage.postmortem import add_postmortem_parser
+    from triage.service.cli import add_serve_parser
+
+    add_bench_parser(sub)
+    add_postmortem_parser(sub)
+    add_serve_parser(sub)
     return p
 
 

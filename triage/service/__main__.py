@@ -1,0 +1,5 @@
+import sys
+
+from triage.service.cli import main
+
+sys.exit(main())

@@ -1,0 +1,123 @@
+"""The service's configuration: flags, the conventional environment variables, defaults.
+
+Environment variables (a flag wins over its variable):
+
+    SLACK_SIGNING_SECRET   verifies requests from Slack (slash commands, buttons)
+    SLACK_BOT_TOKEN        posts replies through the Web API (chat.postMessage, files uploads)
+    SLACK_API_URL          the Web API base URL (default Slack's own; a stand-in in tests)
+    TRIAGE_RUNS_ROOT       where run-ids live (os.pathsep separated); run-ids never leave it
+    TRIAGE_DB              the SQLite file holding requests, findings and reports
+    TRIAGE_WEBHOOK_SECRET  the HMAC key schedulers and CI sign failed-job hooks with
+    TRIAGE_SLACK_CHANNEL   the channel failed-job reports go to
+    TRIAGE_PUBLIC_URL      this service's address as Slack users reach it (for postmortem links)
+    TRIAGE_ALLOWED_TEAMS, TRIAGE_ALLOWED_CHANNELS, TRIAGE_ACTIVE_USERS
+                           comma-separated Slack ids; an empty team / channel list allows all,
+                           an empty active-user list allows nobody to run active (GPU) probes
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from triage.errors import BadInput
+
+SLACK_API_DEFAULT = "https://slack.com/api/"
+DEFAULT_DB = "triage.db"
+# Slack's own bodies are a few KiB; a button payload carries the whole message it sits on.
+DEFAULT_MAX_BODY = 64 * 1024
+
+# A triage function: `triage.api.triage` or anything with its signature.
+TriageFunction = Callable[..., Any]
+
+
+def _ids(raw: str | None) -> frozenset[str]:
+    return frozenset(p.strip() for p in (raw or "").split(",") if p.strip())
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Everything `create_app` needs; tests build one directly."""
+
+    runs_roots: tuple[Path, ...]
+    db_path: Path = Path(DEFAULT_DB)
+    slack_signing_secret: str | None = None
+    slack_bot_token: str | None = None
+    slack_api_url: str = SLACK_API_DEFAULT
+    webhook_secret: str | None = None
+    hook_channel: str | None = None  # where failed-job reports go
+    public_url: str | None = None  # e.g. https://triage.example.com, for links in Slack
+    allowed_teams: frozenset[str] = frozenset()  # empty: any workspace the signing secret admits
+    allowed_channels: frozenset[str] = frozenset()  # empty: any channel
+    active_users: frozenset[str] = frozenset()  # empty: nobody may run active (GPU) probes
+    concurrency: int = 2  # triages running at once
+    workers: str = "process"  # process: a worker process per slot; thread: threads of the server
+    worker_nice: int = 5  # worker processes yield the CPU to the server that answers Slack
+    json_logs: bool = True  # structlog JSON lines (worker processes log the same way)
+    max_queued: int = 100  # triages waiting; beyond this new ones are refused
+    time_budget_s: float = 300.0  # per triage; past it the report is partial
+    grace_s: float | None = None  # how long a probe still running at the deadline may finish
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    max_clock_skew_s: int = 300  # Slack's rule: older than 5 minutes is a replay
+    post_retries: int = 6
+    playbooks: Path | None = None
+    triage_fn: TriageFunction | None = None  # default: triage.api.triage
+    files_dir: Path | None = None  # postmortems and plots; default: next to the database
+
+    def __post_init__(self) -> None:
+        if not self.runs_roots:
+            raise BadInput(f"no runs root: pass --runs-root or set TRIAGE_RUNS_ROOT (run-ids are names under it)")
+        if self.concurrency < 1:
+            raise BadInput(f"--concurrency must be at least 1, got {self.concurrency}")
+        if self.max_queued < 0:
+            raise BadInput(f"--max-queued must be 0 or more, got {self.max_queued}")
+        if self.workers not in ("process", "thread"):
+            raise BadInput(f"--workers must be 'process' or 'thread', got {self.workers!r}")
+        if self.time_budget_s <= 0:
+            raise BadInput(f"--time-budget must be positive, got {self.time_budget_s}")
+        if not self.slack_api_url.endswith("/"):
+            object.__setattr__(self, "slack_api_url", self.slack_api_url + "/")
+        roots = tuple(Path(r).expanduser().resolve() for r in self.runs_roots)
+        object.__setattr__(self, "runs_roots", roots)
+
+    @property
+    def runs_root_arg(self) -> str:
+        """The roots as `triage.api.triage(runs_root=...)` takes them."""
+        return os.pathsep.join(str(r) for r in self.runs_roots)
+
+    @property
+    def grace(self) -> float:
+        return self.grace_s if self.grace_s is not None else max(1.0, 0.1 * self.time_budget_s)
+
+    @property
+    def files_root(self) -> Path:
+        return self.files_dir or self.db_path.with_name(self.db_path.name + ".files")
+
+    def with_(self, **changes: Any) -> ServiceConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ServiceConfig:
+        """The configuration the environment describes; keyword arguments (from flags) win."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {
+            "runs_roots": tuple(Path(p) for p in env.get("TRIAGE_RUNS_ROOT", "").split(os.pathsep) if p.strip()),
+            "db_path": Path(env.get("TRIAGE_DB") or DEFAULT_DB),
+            "slack_signing_secret": env.get("SLACK_SIGNING_SECRET") or None,
+            "slack_bot_token": env.get("SLACK_BOT_TOKEN") or None,
+            "slack_api_url": env.get("SLACK_API_URL") or SLACK_API_DEFAULT,
+            "webhook_secret": env.get("TRIAGE_WEBHOOK_SECRET") or None,
+            "hook_channel": env.get("TRIAGE_SLACK_CHANNEL") or None,
+            "public_url": env.get("TRIAGE_PUBLIC_URL") or None,
+            "allowed_teams": _ids(env.get("TRIAGE_ALLOWED_TEAMS")),
+            "allowed_channels": _ids(env.get("TRIAGE_ALLOWED_CHANNELS")),
+            "active_users": _ids(env.get("TRIAGE_ACTIVE_USERS")),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for key in ("allowed_teams", "allowed_channels", "active_users"):
+            if isinstance(values[key], str):
+                values[key] = _ids(values[key])
+        return cls(**values)
