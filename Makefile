@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   ?= examples/pp-offset-garbled
 
-.PHONY: venv demo test test-fast bench bench-ingest clean
+.PHONY: venv demo test test-fast test-sglang bench bench-ingest clean
 
 $(STAMP): requirements.lock constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,14 @@ demo: venv
 test: venv
 	$(BIN)/python -m pytest -q
 
+test-sglang: venv
+	scripts/test-sglang.sh
+
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: venv
+	$(BIN)/triage bench --out bench-out
 
 bench-ingest: venv
 	$(BIN)/python benchmarks/bench_ingest.py

@@ -123,8 +123,9 @@ class EngineModel(Probe):
 
     name = "engine_model"
     outcomes = ("same_model", "different_model")
-    needs = ("log",)
+    needs = ()  # the log's SGLang launch lines, or a live engine (--engine)
     cost = Cost.STATIC
+    live_engine = True  # asks a live engine when the run names one: never cached
 
     def examine(self, run: Run) -> Observation:
         configured = arg_str(run, "hf_checkpoint")
@@ -146,17 +147,30 @@ class EngineModel(Probe):
         return self.judge(run, configured, served)
 
     def served_from_log(self, run: Run) -> list[ServedModel]:
+        if not run.artifacts.logs:
+            return []
         log = run.log
         return _from_index([*log.notable_tagged("engine_launch"), *log.errors])
 
     def served_from_engines(self, run: Run) -> list[ServedModel]:
         """Models reported by the run's live engines (`run.engines`).
 
-        The live reading (`GET /get_model_info` → `model_path`, `tokenizer_path`) plugs in
-        here and returns one `ServedModel` per engine with `where` set to its URL; until
-        then this source contributes nothing.
+        Reads `GET /get_model_info` (read-only) of each engine; an engine that does not
+        answer contributes nothing here (the live probes report it).
         """
-        return []
+        from triage.engines import EngineError
+        from triage.engines.sglang import SGLangEngine
+
+        served = []
+        for url in run.engines:
+            try:
+                with SGLangEngine(url, retries=1) as engine:
+                    info = engine.model_info()
+            except EngineError:
+                continue
+            if info.model_path:
+                served.append(ServedModel(info.model_path, info.tokenizer_path, info.served_model_name, where=url))
+        return served
 
     def judge(self, run: Run, configured: str, served: list[ServedModel]) -> Observation:
         """Compare every served model with the configured one; any mismatch decides."""
