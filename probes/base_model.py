@@ -11,7 +11,11 @@ continuations that look broken but are not a bug. The signs, strongest first:
    `chat_template.json`) while the run formats prompts with one (`--apply-chat-template`,
    or ChatML / Llama-3 markers in the printed rollouts);
 3. a generation config without sampling defaults and with a single end token
-   (instruct releases ship `do_sample`, `temperature` and several stop ids).
+   (instruct releases ship `do_sample`, `temperature` and several stop ids);
+4. behaviour, when the files cannot tell (a base model shipped with its family's
+   tokenizer and template): asked in the chat template, an instruct model closes its
+   turn with the template's end-of-turn marker (`<|im_end|>`, `<|eot_id|>`, ...), a base
+   model ends on its document end (`<|endoftext|>`) without ever closing the turn.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from triage.metrics import flag_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 
-from probes.rollout_text import CHAT_MARKERS, log_samples
+from probes.rollout_text import CHAT_MARKERS, dump_samples, log_samples
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -83,6 +87,45 @@ def chat_template_source(directory: Path) -> tuple[bool | None, str]:
     if isinstance(template, list) and template:
         return True, "tokenizer_config.json:chat_template (named templates)"
     return False, "tokenizer_config.json has no chat_template"
+
+
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|END_OF_TURN_TOKEN|>")
+SPECIAL_TOKEN = re.compile(r"<\|[A-Za-z_]+\|>|</s>|<end_of_turn>|<eos>")
+MIN_RESPONSES = 8
+
+
+def chat_template_text(directory: Path) -> str:
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        try:
+            return jinja.read_text(encoding="utf-8")[:MAX_JSON_BYTES]
+        except (OSError, UnicodeDecodeError):
+            return ""
+    template = (read_json(directory / "tokenizer_config.json") or {}).get("chat_template")
+    if isinstance(template, list):
+        return " ".join(str(t.get("template", "")) for t in template if isinstance(t, dict))
+    return template if isinstance(template, str) else ""
+
+
+def turn_closing(run: Run, directory: Path) -> dict[str, Any] | None:
+    """How the run's responses end, against the template's end-of-turn marker.
+
+    None when it cannot tell: no end-of-turn marker in the template, too few responses,
+    or responses printed with their special tokens trimmed.
+    """
+    template = chat_template_text(directory)
+    marker = next((m for m in END_OF_TURN if m in template), None)
+    if marker is None:
+        return None
+    from_dumps, _problems = dump_samples(run, per_dump=64, max_dumps=4)
+    responses = [s.response for s in [*log_samples(run), *from_dumps] if s.has_chat_markup]
+    with_specials = [r for r in responses if SPECIAL_TOKEN.search(r)]
+    if len(with_specials) < MIN_RESPONSES:
+        return None
+    closed = sum(1 for r in with_specials if marker in r)
+    return {"end_of_turn": marker, "responses": len(with_specials), "closing_the_turn": closed,
+            "closed_fraction": round(closed / len(with_specials), 3),
+            "example": with_specials[0][:120]}
 
 
 def run_uses_chat_template(run: Run) -> tuple[bool, str]:
@@ -205,6 +248,18 @@ class BaseModelProbe(Probe):
         if has_template is None and hint == "base":
             return self.observe("base", "The checkpoint's generation config has a single end token and no sampling "
                                 "defaults, as pretrain releases ship it.", 0.5, **ev)
+        closing = turn_closing(run, directory) if uses else None
+        if closing is not None:
+            ev["turn_closing"] = closing
+            if closing["closed_fraction"] < 0.1:
+                return self.observe(
+                    "base",
+                    f"Asked in the chat template, the model closed its turn with {closing['end_of_turn']} in "
+                    f"{closing['closing_the_turn']} of {closing['responses']} responses: it does not follow the "
+                    "template, as a pretrain model does not (the files alone look like an instruct model's).",
+                    0.7,
+                    **ev,
+                )
         return self.observe(
             "instruct",
             "The checkpoint ships a chat template" + (f" ({where})" if has_template else "")

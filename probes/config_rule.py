@@ -13,7 +13,8 @@ Rules and their sources (shared/seeds):
 - max_tokens_per_gpu (004): with --use-dynamic-batch-size, start at rollout_max_response_len / cp_size.
 - moe_permute_fusion (000, 001): MoE models need --moe-permute-fusion.
 - cp_attention_backend (000, 001): context parallelism needs --attention-backend flash.
-- stop_tokens (004): the HF checkpoint must name stop tokens, or --rollout-stop(-token-ids) must.
+- stop_tokens (004, slime Q&A): the stops (--rollout-stop(-token-ids), the HF checkpoint's eos ids) must
+  include the chat template's end-of-turn token when the run uses the template, and must exist at all.
 - ref_load_for_kl (slime arguments check, 004): KL on needs a --ref-load that exists.
 - fp8 (003): FP8 training is a prime suspect for collapse; "violated" means the recipe is on.
 - moe_routing_replay (003): MoE without rollout routing replay (R3) lets inference and
@@ -190,6 +191,12 @@ def moe_experts(run: Run) -> tuple[int | None, str | None]:
     if n:
         return n, "HF config.json"
     return None, None
+
+
+def _describe_stop(stop: dict[str, Any]) -> str:
+    """`<|im_end|> (id 2, --rollout-stop-token-ids)`: a stop as the summary names it."""
+    where = stop["source"] if stop["id"] is None else f"id {stop['id']}, {stop['source']}"
+    return f"{stop['token'] or '?'} ({where})"
 
 
 # --- the rules -------------------------------------------------------------------------
@@ -432,16 +439,17 @@ class ConfigRule(Probe):
     def _rule_stop_tokens(self, run: Run) -> Observation:
         stop = arg_value(run, "rollout_stop")[1]
         stop_ids = arg_value(run, "rollout_stop_token_ids")[1]
-        if stop or stop_ids:
-            return self._obs(
-                "satisfied",
-                "Stop tokens are set on the command line (--rollout-stop / --rollout-stop-token-ids).",
-                0.9,
-                rollout_stop=stop if isinstance(stop, (str, int, float, list)) else str(stop),
-                rollout_stop_token_ids=stop_ids if isinstance(stop_ids, (str, int, list)) else str(stop_ids),
-            )
         directory = hf_checkpoint_dir(run)
         if directory is None:
+            if stop or stop_ids:
+                return self._obs(
+                    "satisfied",
+                    "Stop tokens are set on the command line (--rollout-stop / --rollout-stop-token-ids).",
+                    0.9 if stop_ids is None else 0.8,
+                    rollout_stop=stop if isinstance(stop, (str, int, float, list)) else str(stop),
+                    rollout_stop_token_ids=stop_ids if isinstance(stop_ids, (str, int, list)) else str(stop_ids),
+                    note="the HF checkpoint is not reachable, so the chat template's end-of-turn token is not checked",
+                )
             raise Unavailable(
                 "hf_checkpoint",
                 "no --rollout-stop / --rollout-stop-token-ids, and the HF checkpoint is not reachable to read its generation config",
@@ -451,12 +459,41 @@ class ConfigRule(Probe):
         config = read_hf_json(directory, "config.json") or {}
         gen_eos = generation.get("eos_token_id") if generation else None
         cfg_eos = config.get("eos_token_id")
-        evidence = {
+        evidence: dict[str, Any] = {
             "hf_checkpoint": str(directory),
             "generation_config": generation is not None,
             "generation_eos_token_id": gen_eos,
             "config_eos_token_id": cfg_eos,
         }
+        turn = self._end_of_turn_check(run, directory, stop, stop_ids, gen_eos, cfg_eos)
+        if turn is not None:
+            evidence.update(turn)
+            eot = turn["end_of_turn"]
+            label = f"{eot['token']} (id {eot['id']})" if eot["id"] is not None else eot["token"]
+            stops = ", ".join(_describe_stop(s) for s in turn["stops"]) or "none"
+            if turn["end_of_turn_stops"]:
+                return self._obs(
+                    "satisfied",
+                    f"The chat template's end-of-turn token {label} is among the stops ({stops}).",
+                    0.9,
+                    **evidence,
+                )
+            return self._obs(
+                "violated",
+                f"The run uses the chat template ({turn['chat_template_used']}), whose turns end on {label}, but the stops "
+                f"are {stops}: generation does not stop at the end of the turn and runs to the length limit.",
+                0.85 if turn["stops"] else 0.9,
+                **evidence,
+            )
+        if stop or stop_ids:
+            return self._obs(
+                "satisfied",
+                "Stop tokens are set on the command line (--rollout-stop / --rollout-stop-token-ids).",
+                0.9,
+                rollout_stop=stop if isinstance(stop, (str, int, float, list)) else str(stop),
+                rollout_stop_token_ids=stop_ids if isinstance(stop_ids, (str, int, list)) else str(stop_ids),
+                **evidence,
+            )
         if gen_eos not in (None, [], ""):
             return self._obs(
                 "satisfied",
@@ -480,6 +517,54 @@ class ConfigRule(Probe):
             0.9,
             **evidence,
         )
+
+    @staticmethod
+    def _end_of_turn_check(
+        run: Run, directory: Path, stop: Any, stop_ids: Any, gen_eos: Any, cfg_eos: Any
+    ) -> dict[str, Any] | None:
+        """The stops against the chat template's end-of-turn token; None when the run uses no chat template
+        or the token (or, with stop ids only, its id) cannot be found."""
+        from probes.prompt_template import chat_template, end_of_turn, template_family, token_ids, uses_chat_template
+
+        found = chat_template(directory)
+        if found is None:
+            return None
+        template, template_source = found
+        used, why = uses_chat_template(run, template_family(template), arg_flag(run, "apply_chat_template"))
+        if not used:
+            return None
+        eot, how = end_of_turn(directory, template)
+        if eot is None:
+            return None
+        ids = token_ids(directory)
+        by_id = {v: k for k, v in ids.items()}
+        eot_id = ids.get(eot)
+
+        def id_list(value: Any) -> list[int]:
+            if isinstance(value, str):
+                items: list[Any] = value.replace(",", " ").split()
+            else:
+                items = list(value) if isinstance(value, (list, tuple)) else [value]
+            return [n for n in (as_int(v) for v in items) if n is not None]
+
+        stops: list[dict[str, Any]] = []
+        for value, source in ((stop_ids, "--rollout-stop-token-ids"), (gen_eos, "generation_config.json eos_token_id"),
+                              (cfg_eos, "config.json eos_token_id")):
+            if value in (None, [], ""):
+                continue
+            stops += [{"id": n, "token": by_id.get(n), "source": source} for n in id_list(value)]
+        if stop not in (None, [], ""):
+            strings = stop if isinstance(stop, (list, tuple)) else [stop]
+            stops += [{"id": ids.get(str(s)), "token": str(s), "source": "--rollout-stop"} for s in strings]
+        if eot_id is None and not any(s["token"] for s in stops):
+            return None  # neither side can be named in the other's terms
+        hits = [s for s in stops if (eot_id is not None and s["id"] == eot_id) or s["token"] == eot]
+        return {
+            "chat_template_used": why,
+            "end_of_turn": {"token": eot, "id": eot_id, "found_by": how, "template": template_source},
+            "stops": stops,
+            "end_of_turn_stops": hits,
+        }
 
     # ref_load_for_kl ------------------------------------------------------------------
 

@@ -227,6 +227,97 @@ def test_stop_tokens_unreachable_checkpoint_is_unavailable(tmp_path):
     assert exc.value.artifact == "hf_checkpoint"
 
 
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+QWEN_TOKENS = {"151643": {"content": "<|endoftext|>"}, "151644": {"content": "<|im_start|>"},
+               "151645": {"content": "<|im_end|>"}}
+
+
+def chat_hf_dir(tmp_path: Path, generation: dict | None, config_eos=151643) -> Path:
+    d = hf_dir(tmp_path, {"model_type": "qwen2", "eos_token_id": config_eos}, generation)
+    (d / "tokenizer_config.json").write_text(json.dumps(
+        {"eos_token": "<|endoftext|>", "chat_template": CHATML, "added_tokens_decoder": QWEN_TOKENS}), encoding="utf-8")
+    return d
+
+
+def test_stops_without_the_chat_end_of_turn_are_violated(tmp_path):
+    chat_hf_dir(tmp_path, {"eos_token_id": 151643})
+    obs = rule("stop_tokens", make_run(tmp_path, "--apply-chat-template"))
+    assert obs.outcome == "violated"
+    ev = obs.evidence
+    assert ev["end_of_turn"]["token"] == "<|im_end|>" and ev["end_of_turn"]["id"] == 151645
+    assert ev["end_of_turn"]["template"] == "tokenizer_config.json:chat_template"
+    assert ev["stops"] == [
+        {"id": 151643, "token": "<|endoftext|>", "source": "generation_config.json eos_token_id"},
+        {"id": 151643, "token": "<|endoftext|>", "source": "config.json eos_token_id"},
+    ]
+    assert ev["end_of_turn_stops"] == [] and ev["chat_template_used"] == "--apply-chat-template"
+    assert "<|im_end|> (id 151645)" in obs.summary
+
+
+def test_stop_token_ids_without_the_end_of_turn_are_violated(tmp_path):
+    chat_hf_dir(tmp_path, None, config_eos=None)
+    obs = rule("stop_tokens", make_run(tmp_path, "--apply-chat-template --rollout-stop-token-ids 151643"))
+    assert obs.outcome == "violated"
+    assert [s["source"] for s in obs.evidence["stops"]] == ["--rollout-stop-token-ids"]
+
+
+@pytest.mark.parametrize("flags, generation", [
+    ("--apply-chat-template --rollout-stop-token-ids 151645", {"eos_token_id": 151643}),
+    ("--apply-chat-template", {"eos_token_id": [151645, 151643]}),
+    ("--apply-chat-template --rollout-stop '<|im_end|>'", {"eos_token_id": 151643}),
+])
+def test_end_of_turn_among_the_stops_satisfies(tmp_path, flags, generation):
+    chat_hf_dir(tmp_path, generation)
+    obs = rule("stop_tokens", make_run(tmp_path, flags))
+    assert obs.outcome == "satisfied"
+    (hit,) = obs.evidence["end_of_turn_stops"]
+    assert hit["id"] == 151645 or hit["token"] == "<|im_end|>"
+
+
+def test_chat_markers_in_the_sent_prompts_count_as_using_the_template(tmp_path):
+    import torch
+
+    chat_hf_dir(tmp_path, {"eos_token_id": 151643})
+    d = tmp_path / "dump" / "rollout_data"
+    d.mkdir(parents=True)
+    torch.save({"rollout_id": 0, "samples": [{"prompt": "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+                                              "response": "Hello"}]}, d / "0.pt")
+    obs = rule("stop_tokens", make_run(tmp_path))
+    assert obs.outcome == "violated"
+    assert "markers in 1 of 1 prompts" in obs.evidence["chat_template_used"]
+
+
+def test_without_the_chat_template_in_use_eos_alone_satisfies(tmp_path):
+    chat_hf_dir(tmp_path, {"eos_token_id": 151643})
+    obs = rule("stop_tokens", make_run(tmp_path))
+    assert obs.outcome == "satisfied"
+    assert "end_of_turn" not in obs.evidence
+
+
+def test_the_shipped_example_names_the_end_of_turn(examples_dir):
+    obs = rule("stop_tokens", open_run(str(examples_dir / "missing-stop-token")))
+    assert obs.outcome == "violated"
+    assert obs.evidence["end_of_turn"] == {
+        "token": "<|im_end|>", "id": 151645, "found_by": obs.evidence["end_of_turn"]["found_by"],
+        "template": "tokenizer_config.json:chat_template"}
+    assert obs.evidence["stops"] == []
+
+
+def test_testbed_missing_stop_token_and_healthy():
+    from triage.testbed.scenarios import generate
+
+    obs = rule("stop_tokens", open_run(str(generate("rollout.missing_stop_token"))))
+    assert obs.outcome == "violated"
+    assert obs.evidence["end_of_turn"]["id"] == 2
+    assert {s["token"] for s in obs.evidence["stops"]} == {"<|endoftext|>"}
+    healthy = rule("stop_tokens", open_run(str(generate("healthy.qwen2"))))
+    assert healthy.outcome == "satisfied"
+    assert healthy.evidence["end_of_turn_stops"][0]["source"] == "--rollout-stop-token-ids"
+
+
 # ref_load_for_kl -----------------------------------------------------------------------
 
 
