@@ -11,7 +11,11 @@ Outcomes, first that applies:
 - `too_high`: instability (grad_norm sustained growth or spikes, loss spikes, NaN/Inf)
   after at least `min_good_records` good records, and either it begins within the
   window around the end of warmup, or the grad norm tracks the LR (rank correlation),
-  or the peak LR is above what is typical for the run's kind of fine-tuning;
+  or the peak LR is above what is typical for the run's kind of fine-tuning. Where the
+  run's own grad-norm level is above the guide's absolute range from its first step (a
+  small model, or per-token sums), the onset is read relative to the run: the first
+  record at least `growth_ratio` times the level of its first `min_good_records` non-zero
+  records;
 - `too_low`: the peak LR is below typical and the run plateaus (the reward does not
   improve / the loss does not fall) while the policy barely moves (KL stays ~0);
 - `plausible`.
@@ -51,6 +55,26 @@ class LrParams(BaseModel):
     peak_steps: int = 5  # ... and at least this many steps either side
     track_correlation: float = 0.7  # Spearman rho of grad_norm vs LR that counts as "tracks the schedule"
     tiny_kl: float = 1e-4  # KL to the reference that never exceeds this: the policy barely moved
+    growth_ratio: float = 3.0  # a grad_norm this many times the run's early level marks the onset
+
+
+def relative_onset(steps: np.ndarray, values: np.ndarray, baseline_records: int, ratio: float) -> tuple[int, float] | None:
+    """(step, early level) of the first grad_norm at least `ratio` x the run's early level.
+
+    The early level is the median of the first `baseline_records` non-zero finite records
+    (zeros are the zero-advantage skip). None when there are too few records or no such jump.
+    """
+    ok = np.isfinite(values) & (values > 0)
+    v, st = values[ok], steps[ok]
+    if v.size <= baseline_records:
+        return None
+    level = float(np.median(v[:baseline_records]))
+    if level <= 0:
+        return None
+    later = np.nonzero(v[baseline_records:] >= ratio * level)[0]
+    if not later.size:
+        return None
+    return int(st[baseline_records + later[0]]), level
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -162,8 +186,17 @@ class LrSchedule(Probe):
         if g is not None:
             a = assess_grad_norm(g, GradNormParams())
             if a is not None and a.status != "healthy" and a.onset_step is not None:
-                candidates.append((a.onset_step, f"grad_norm {a.status.replace('_', ' ')}"))
-                ev["grad_norm"] = {"metric": a.source, "status": a.status, "median": evidence_number(a.median)}
+                p: LrParams = self.params  # type: ignore[assignment]
+                onset = a.onset_step
+                ev["grad_norm"] = {"metric": a.source, "status": a.status, "median": evidence_number(a.median),
+                                   "onset_step": a.onset_step}
+                if self._records_before(run, onset) < p.min_good_records:
+                    rel = relative_onset(g.steps, g.values.astype(np.float64), p.min_good_records, p.growth_ratio)
+                    if rel is not None:
+                        onset = rel[0]
+                        ev["grad_norm"]["relative_onset"] = {"step": rel[0], "early_level": evidence_number(rel[1]),
+                                                             "ratio": p.growth_ratio}
+                candidates.append((onset, f"grad_norm {a.status.replace('_', ' ')}"))
         loss = run.metrics.get("loss")
         if loss is not None:
             ls = loss_spikes(loss)

@@ -8,7 +8,14 @@ of records, at least 5), first that applies:
    the policy being trained.
 2. `logprob_mismatch`: the engine's and the trainer's log-probs of the same tokens differ
    (`train/train_rollout_logprob_abs_diff` / sampling difference > 0.1) while the IS ratios
-   are not degenerate — precision, kernels or a weight-sync problem, not staleness.
+   are not degenerate — precision, kernels or a weight-sync problem, not staleness. The
+   0.1 is the guide's bar for bf16 training, where bf16 rounding alone leaves ~1e-2 per
+   token. A trainer that runs in fp32 (`--bf16` and `--fp16` both off) is reproduced by a
+   matching engine to float32 rounding (~1e-6 per token), so there a difference above
+   `logp_mismatch_fp32` (1e-3, still 1000x that floor) already means the engine computes
+   something else: a lower precision, a different kernel, different weights. Where the
+   per-token difference was not logged, the gap between the rollout means of
+   `rollout/rollout_log_probs` and `rollout/log_probs` (a lower bound of it) is judged.
 3. `entropy_collapse`: entropy < 0.01 — near-deterministic, near-identical completions.
 4. `kl_divergence`: KL to the reference > 2 and rising fast.
 5. `clip_aggressive`: PPO clipping on > 30% of tokens.
@@ -27,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import Trend, evidence_number, head, tail, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
-from triage.metrics import Series
+from triage.metrics import Series, flag_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 
@@ -43,7 +50,8 @@ class DriftParams(BaseModel):
     recent_fraction: float = 0.2  # the part of the run judged: the last 20% of records (at least 5)
     is_ratio_min: float = 0.1  # healthy importance_sampling_ratio/min > 0.1
     logp_stale: float = 1.0  # sampling logp difference > 1: far off-policy
-    logp_mismatch: float = 0.1  # healthy sampling logp difference < 0.1
+    logp_mismatch: float = 0.1  # healthy sampling logp difference < 0.1 (bf16 training)
+    logp_mismatch_fp32: float = 1e-3  # ... with an fp32 trainer, whose matching engine agrees to ~1e-6
     train_rollout_kl: float = 0.1  # miles' train/train_rollout_kl above this is a mismatch
     entropy_min: float = 0.01  # < 0.01 suggests mode collapse
     kl_max: float = 2.0  # > 2.0: the policy has diverged from the reference
@@ -63,6 +71,26 @@ def _usable(s: Series | None) -> Series | None:
         return None
     f = s.finite()
     return f if len(f) else None
+
+
+def fp32_trainer(run: Run) -> bool:
+    """The trainer's arguments say it runs in full precision: `--bf16` and `--fp16` given and both off."""
+    bf16, fp16 = flag_arg(run, "bf16"), flag_arg(run, "fp16")
+    return bf16 is False and fp16 is not True
+
+
+def mean_logprob_gap(run: Run) -> Series | None:
+    """|mean rollout log-prob - mean trainer log-prob| per rollout: a lower bound of the per-token difference."""
+    engine, trainer = _usable(run.metrics.get("rollout_log_probs")), _usable(run.metrics.get("log_probs"))
+    if engine is None or trainer is None:
+        return None
+    at = dict(zip(trainer.steps.tolist(), trainer.values.tolist()))
+    pairs = [(st, abs(v - at[st])) for st, v in zip(engine.steps.tolist(), engine.values.tolist()) if st in at]
+    if not pairs:
+        return None
+    steps, gaps = zip(*pairs)
+    return Series("logprob_gap", f"{engine.source} - {trainer.source}", np.asarray(steps, dtype=np.int64),
+                  np.asarray(gaps, dtype=np.float64))
 
 
 def _quote(s: Series, value: float, **extra: Any) -> dict[str, Any]:
@@ -128,9 +156,26 @@ class PolicyDrift(Probe):
         tr_val = _recent(tr_kl, f) if tr_kl is not None else None
         if tr_val is not None:
             ev["train_rollout_kl"] = _quote(tr_kl, tr_val)
-        if (logp_val is not None and logp_val > p.logp_mismatch) or (tr_val is not None and tr_val > p.train_rollout_kl):
-            what = (f"{logp.key} = {logp_val:.3g} (healthy < {p.logp_mismatch:g})" if logp_val is not None
-                    and logp_val > p.logp_mismatch else f"{tr_kl.key} = {tr_val:.3g}")
+        fp32 = fp32_trainer(run)
+        bar = p.logp_mismatch_fp32 if fp32 else p.logp_mismatch
+        bar_why = (f"healthy < {bar:g} with an fp32 trainer, whose matching engine agrees to ~1e-6" if fp32
+                   else f"healthy < {bar:g}")
+        gap = mean_logprob_gap(run)
+        gap_val = _recent(gap, f) if gap is not None else None
+        if gap_val is not None:
+            ev["mean_logprob_gap"] = _quote(gap, gap_val)
+        if logp is not None:
+            ev["logp_diff"]["threshold"] = bar
+            ev["logp_diff"]["trainer_fp32"] = fp32
+        what = ""
+        if logp_val is not None and logp_val > bar:
+            what = f"{logp.key} = {logp_val:.3g} ({bar_why})"
+        elif tr_val is not None and tr_val > p.train_rollout_kl:
+            what = f"{tr_kl.key} = {tr_val:.3g}"
+        elif logp_val is None and gap_val is not None and gap_val > bar:
+            what = (f"the mean rollout log-probs differ from the trainer's by {gap_val:.3g} per token "
+                    f"({gap.source}; {bar_why})")
+        if what:
             return self.observe(
                 "logprob_mismatch",
                 f"The trainer's and the engine's log-probs of the same tokens disagree: {what}, while the "

@@ -9,7 +9,16 @@ same contributes nothing, whatever that score is.
 
 Outcomes, first that applies:
 - `constant_zero`: every record's mean reward is exactly 0 and nothing varies — the
-  reward function returns 0 for everything (or cannot read its inputs);
+  reward function returns 0 for everything (or cannot read its inputs). A slime-family
+  record aggregates a whole rollout (`--rollout-batch-size` x `--n-samples-per-prompt`
+  samples), so `min_constant_rollouts` such records covering `min_constant_samples`
+  samples are already decisive; HF Trainer rows keep the `min_constant` bar, since a
+  row may cover a single small per-device batch (a few groups) that a hard task can
+  leave at 0 by chance. Where rollout dumps keep each sample's `response` and `label`,
+  they tell the two causes of an all-zero reward apart: responses that contain the
+  label and still scored 0 mean the reward function is broken (`constant_zero`);
+  responses that never contain it mean the policy never answers correctly, and the
+  all-zero reward is the no-signal case below (`zero_variance`);
 - `zero_variance`: most groups have zero reward spread (frac_reward_zero_std, slime's
   `rollout/zero_std/count_*`, reward_std ≈ 0) while the reward is not constantly 0 —
   the task is too easy or too hard for the policy;
@@ -22,6 +31,7 @@ GRPO), so the level is read from `rollout/raw_reward`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,16 +39,21 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from triage.anomaly import evidence_number, head, tail, trend
-from triage.errors import Unavailable
+from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
+from triage.formats.dumps import load_rollout_dump, reward_value
 from triage.metrics import Series, number_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+
+from probes.rollout_text import dump_order
 
 if TYPE_CHECKING:
     from triage.run.run import Run
 
 ZERO_STD_PREFIX = "rollout/zero_std/count_"
+# Chat / end-of-sequence markers a response carries after the answer (`<|im_end|>`, `</s>`).
+SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>|</s>|<s>|<eos>|<pad>")
 
 
 class RewardParams(BaseModel):
@@ -47,6 +62,11 @@ class RewardParams(BaseModel):
     zero_tol: float = 1e-9  # a reward mean / std this close to 0 is 0
     zero_std_fraction: float = 0.8  # the guide: frac_reward_zero_std < 0.8 is healthy
     min_constant: int = 5  # records needed before "always 0" / "never varies" is claimed
+    min_constant_rollouts: int = 3  # ... when each record is a whole slime-family rollout
+    min_constant_samples: int = 64  # ... and those rollouts cover at least this many samples
+    min_answered: int = 3  # dumped responses holding the label yet scored 0 that prove a broken reward
+    dump_samples: int = 512  # samples read from the rollout dumps (at most) for that check
+    max_dumps: int = 8
     min_records: int = 20  # the guide's "more than 20 steps" before "never improves" is claimed
     trend_alpha: float = 0.05
 
@@ -93,6 +113,98 @@ def zero_std_fraction(run: Run) -> Series | None:
     return Series("frac_reward_zero_std", src, np.asarray(order, dtype=np.int64), counts / groups)
 
 
+def samples_per_rollout(run: Run) -> int | None:
+    """Samples one slime-family rollout record aggregates: prompts per rollout x samples per prompt."""
+    prompts = number_arg(run, "rollout_batch_size")
+    per_prompt = number_arg(run, "n_samples_per_prompt")
+    if prompts is None or per_prompt is None or prompts <= 0 or per_prompt <= 0:
+        return None
+    return int(prompts) * int(per_prompt)
+
+
+def constant_zero_bar(run: Run, r: Series, p: RewardParams) -> tuple[int, int | None]:
+    """(records needed to claim "always 0", samples each record covers or None).
+
+    A slime-family rollout record averages every sample of the rollout; when the run's
+    arguments say how many, `min_constant_rollouts` records covering `min_constant_samples`
+    samples suffice. Otherwise (HF Trainer rows, unknown batch) the `min_constant` bar holds.
+    """
+    if not r.source.startswith(("rollout:", "perf:")):
+        return p.min_constant, None
+    per = samples_per_rollout(run)
+    if per is None:
+        return p.min_constant, None
+    needed = max(p.min_constant_rollouts, -(-p.min_constant_samples // per))
+    return min(needed, p.min_constant), per
+
+
+def _plain(text: str) -> str:
+    return SPECIAL_TOKEN.sub(" ", text)
+
+
+def contains_answer(response: str, label: str) -> bool:
+    """Whether the response states the label as a whole token (`41` in "= 41", not in "141" or "41.5")."""
+    pattern = r"(?<![0-9A-Za-z.\-])" + re.escape(label) + r"(?!\.?[0-9A-Za-z])"
+    return re.search(pattern, _plain(response)) is not None
+
+
+def _label_text(label: Any) -> str | None:
+    if isinstance(label, bool) or label is None:
+        return None
+    if isinstance(label, (int, float)):
+        return f"{label:g}" if isinstance(label, float) else str(label)
+    if isinstance(label, str) and 0 < len(label.strip()) <= 200:
+        return label.strip()
+    return None
+
+
+def dump_answers(run: Run, p: RewardParams) -> dict[str, Any] | None:
+    """How many dumped responses scored 0 although they contain their sample's label.
+
+    None when the run has no rollout dumps with both a text response and a label. A dump
+    that cannot be read is listed and skipped: the metrics alone still decide.
+    """
+    paths = sorted((x for x in run.rollout_dump_paths() if not x.name.startswith("eval_")), key=dump_order)
+    checked = answered = answered_zero = 0
+    examples: list[dict[str, Any]] = []
+    problems: list[str] = []
+    dumps: list[str] = []
+    for path in paths[: p.max_dumps]:
+        if checked >= p.dump_samples:
+            break
+        try:
+            dump = load_rollout_dump(path)
+        except TriageError as exc:
+            problems.append(str(exc)[:200])
+            continue
+        used = False
+        for i, sample in enumerate(dump.samples):
+            if checked >= p.dump_samples:
+                break
+            response, label = sample.get("response"), _label_text(sample.get("label"))
+            reward = reward_value(sample.get("reward"))
+            if not isinstance(response, str) or label is None or reward is None:
+                continue
+            checked += 1
+            used = True
+            if contains_answer(response, label):
+                answered += 1
+                if abs(reward) <= p.zero_tol:
+                    answered_zero += 1
+                    if len(examples) < 3:
+                        examples.append({"where": f"{path.parent.name}/{path.name}#{i}", "label": label[:80],
+                                         "response": response[:200], "reward": reward})
+        if used:
+            dumps.append(f"{path.parent.name}/{path.name}")
+    if not checked:
+        return None
+    out: dict[str, Any] = {"dumps": dumps, "samples_checked": checked, "contain_label": answered,
+                           "contain_label_scored_0": answered_zero, "examples": examples}
+    if problems:
+        out["unreadable"] = problems
+    return out
+
+
 def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
     """Classify the run's reward signal; `Unavailable` when it logged no reward at all."""
     reward = run.metrics.get("raw_reward")
@@ -128,13 +240,40 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
 
     std_all_zero = s is not None and len(s) > 0 and bool(np.all(np.abs(s.values) <= p.zero_tol))
     zero_frac_all_one = z is not None and len(z) > 0 and bool(np.all(z.values >= 1.0 - 1e-9))
-    if r is not None and len(r) >= p.min_constant and bool(np.all(np.abs(r.values) <= p.zero_tol)):
+    bar, per_record = constant_zero_bar(run, r, p) if r is not None else (p.min_constant, None)
+    if r is not None and len(r) >= bar and bool(np.all(np.abs(r.values) <= p.zero_tol)):
+        covered = f", {len(r) * per_record} samples" if per_record else ""
+        ev["reward"]["samples_per_record"] = per_record
         spread = "reward_std is 0 on every record" if std_all_zero else (
             "every group has zero spread" if zero_frac_all_one else "no sample scored anything but 0")
+        answers = dump_answers(run, p)
+        if answers is not None:
+            ev["dump_check"] = answers
+        where = f"{len(r)} records ({r.source}, steps {int(r.steps[0])}–{int(r.steps[-1])}{covered})"
+        if answers is not None and answers["contain_label_scored_0"] >= p.min_answered:
+            return RewardAssessment(
+                "constant_zero",
+                f"The reward mean is exactly 0 on all {where} and {spread}, although "
+                f"{answers['contain_label_scored_0']} of {answers['samples_checked']} dumped responses contain their "
+                "label: the reward function returns 0 even for correct answers.",
+                0.9,
+                ev,
+            )
+        if answers is not None and answers["contain_label"] < p.min_answered:
+            return RewardAssessment(
+                "zero_variance",
+                f"The reward is exactly 0 on all {where} and {spread}, and "
+                f"{'none' if answers['contain_label'] == 0 else 'only ' + str(answers['contain_label'])} of "
+                f"{answers['samples_checked']} dumped responses contain their label: the policy never answers "
+                "correctly, so every group scores the same and there is no learning signal (the task is too hard "
+                "for it, or the answer format is never met).",
+                0.8,
+                ev,
+            )
         return RewardAssessment(
             "constant_zero",
-            f"The reward mean is exactly 0 on all {len(r)} records ({r.source}, steps {int(r.steps[0])}–"
-            f"{int(r.steps[-1])}) and {spread}: the reward function returns 0 for everything.",
+            f"The reward mean is exactly 0 on all {where} and {spread}: the reward function returns 0 for "
+            "everything.",
             0.85 if (std_all_zero or zero_frac_all_one) else 0.7,
             ev,
         )

@@ -585,3 +585,139 @@ def test_dump_samples_unavailable_without_dumps(tmp_path):
     with pytest.raises(Unavailable) as exc:
         DumpSamples().examine(open_run(str(tmp_path)))
     assert exc.value.artifact == "rollout_dump"
+
+
+# --- judgements on short runs (a few rollouts of many samples each) --------------------
+
+
+SHORT_ARGS = {**SLIME_ARGS, "rollout_batch_size": 4, "n_samples_per_prompt": 8, "bf16": False, "fp16": False}
+
+
+def _all_zero_short_run(n=3):
+    s = healthy_series(n)
+    s["raw_reward"] = np.zeros(n)
+    s["zero_std_0"] = np.full(n, 4.0)  # all 4 groups of every rollout scored 0 throughout
+    return s
+
+
+def _addition_dump(root, rollout_id, correct):
+    """32 samples of `a+b=` prompts: `correct` of them answer with the label; the reward is 0 for all."""
+    samples = []
+    for i in range(32):
+        label = str(100 + 7 * (i // 8))
+        response = (label if i % 8 < correct else str(5 + i % 3)) + "<|im_end|>"
+        samples.append({"index": i, "group_index": i // 8, "prompt": "<|im_start|>user\nadd<|im_end|>",
+                        "response": response, "label": label, "reward": 0.0, "status": "completed"})
+    _write_dump(root, rollout_id, samples)
+
+
+def test_reward_constant_zero_on_three_slime_rollouts(tmp_path):
+    run = slime_run(tmp_path, _all_zero_short_run(), args=SHORT_ARGS)
+    obs = examine(RewardSignal(), run)
+    assert obs.outcome == "constant_zero"
+    assert obs.evidence["reward"]["records"] == 3
+    assert obs.evidence["reward"]["samples_per_record"] == 32
+    assert "96 samples" in obs.summary
+    assert "dump_check" not in obs.evidence
+
+
+def test_reward_constant_zero_needs_more_rows_on_hf_trainer(tmp_path):
+    s = healthy_hf_series(3)
+    s["raw_reward"], s["reward_std"], s["frac_zero_std"] = np.zeros(3), np.zeros(3), np.ones(3)
+    with pytest.raises(Unavailable):
+        RewardSignal().examine(hf_run(tmp_path, s))
+
+
+def test_reward_constant_zero_needs_enough_samples(tmp_path):
+    # 3 rollouts of 2 samples each (6 samples) prove nothing
+    args = {**SHORT_ARGS, "rollout_batch_size": 1, "n_samples_per_prompt": 2}
+    s = _all_zero_short_run()
+    s["zero_std_0"] = np.ones(3)
+    with pytest.raises(Unavailable):
+        RewardSignal().examine(slime_run(tmp_path, s, args=args))
+
+
+def test_reward_broken_fn_told_by_dumped_correct_answers(tmp_path):
+    for rid in range(3):
+        _addition_dump(tmp_path, rid, correct=5)
+    run = slime_run(tmp_path, _all_zero_short_run(), args=SHORT_ARGS)
+    obs = examine(RewardSignal(), run)
+    assert obs.outcome == "constant_zero"
+    check = obs.evidence["dump_check"]
+    assert check["samples_checked"] == 96 and check["contain_label_scored_0"] == 60
+    assert check["examples"][0]["label"] == "100" and check["examples"][0]["reward"] == 0.0
+    assert "60 of 96 dumped responses contain their label" in obs.summary
+    assert obs.confidence == 0.9
+
+
+def test_reward_no_signal_when_dumped_responses_never_answer(tmp_path):
+    for rid in range(3):
+        _addition_dump(tmp_path, rid, correct=0)
+    run = slime_run(tmp_path, _all_zero_short_run(), args=SHORT_ARGS)
+    obs = examine(RewardSignal(), run)
+    assert obs.outcome == "zero_variance"
+    assert obs.evidence["dump_check"]["contain_label"] == 0
+    assert "none of 96 dumped responses contain their label" in obs.summary
+
+
+def test_contains_answer_is_a_whole_token():
+    from probes.reward_signal import contains_answer
+
+    assert contains_answer("41<|im_end|>", "41")
+    assert contains_answer("so the answer is 41.", "41")
+    assert not contains_answer("141<|im_end|>", "41")
+    assert not contains_answer("41.5", "41")
+    assert not contains_answer("-41", "41")
+
+
+def test_drift_bf16_engine_under_an_fp32_trainer(tmp_path):
+    s = healthy_series(3)
+    bf16_gap = {"step": {"train/train_rollout_logprob_abs_diff": np.array([0.0046, 0.0141, 0.0059])}}
+    obs = examine(PolicyDrift(), slime_run(tmp_path / "fp32", s, args=SHORT_ARGS, extra=bf16_gap))
+    assert obs.outcome == "logprob_mismatch"
+    assert obs.evidence["logp_diff"]["recent_median"] == 0.0059
+    assert obs.evidence["logp_diff"]["threshold"] == 1e-3 and obs.evidence["logp_diff"]["trainer_fp32"] is True
+    assert "fp32 trainer" in obs.summary
+
+    # the same difference under bf16 training is bf16 rounding: the guide's 0.1 holds
+    args = {**SHORT_ARGS, "bf16": True}
+    obs = examine(PolicyDrift(), slime_run(tmp_path / "bf16", s, args=args, extra=bf16_gap))
+    assert obs.outcome == "none"
+    assert obs.evidence["logp_diff"]["threshold"] == 0.1
+
+    # an fp32 engine matching an fp32 trainer agrees to float32 rounding
+    same = {"step": {"train/train_rollout_logprob_abs_diff": np.array([2.2e-7, 2.7e-7, 1.9e-7])}}
+    assert examine(PolicyDrift(), slime_run(tmp_path / "ok", s, args=SHORT_ARGS, extra=same)).outcome == "none"
+
+
+def test_drift_mean_logprob_gap_when_no_per_token_difference(tmp_path):
+    s = healthy_series(6)
+    engine = s["log_probs"] + np.array([0.0, 0.01, 0.02, 0.015, 0.02, 0.018])
+    obs = examine(PolicyDrift(), slime_run(tmp_path, s, args=SHORT_ARGS,
+                                           extra={"rollout": {"rollout/rollout_log_probs": engine}}))
+    assert obs.outcome == "logprob_mismatch"
+    assert obs.evidence["mean_logprob_gap"]["recent_median"] == pytest.approx(0.018, abs=1e-6)  # the last 5 rollouts
+    assert "rollout/rollout_log_probs" in obs.evidence["mean_logprob_gap"]["metric"]
+
+
+def test_lr_too_high_onset_relative_to_a_run_above_10_from_the_start(tmp_path):
+    # a small model whose healthy grad norm is ~10; after a 4-step warmup to 1e-3 it grows
+    n = 12
+    s = healthy_series(n)
+    s["lr"] = np.concatenate([[2.5e-4, 5e-4, 7.5e-4], np.full(n - 3, 1e-3)])
+    s["grad_norm"] = np.array([10.2, 10.4, 9.8, 29.1, 0.0, 39.0, 35.5, 1.5, 19.5, 1.5, 12.8, 0.0])
+    obs = examine(LrSchedule(), slime_run(tmp_path, s, args={**SHORT_ARGS, "lr": 1e-3}))
+    assert obs.outcome == "too_high"
+    assert obs.evidence["grad_norm"]["onset_step"] == 0  # the guide's absolute "> 10" fires from the start
+    assert obs.evidence["grad_norm"]["relative_onset"]["step"] == 5
+    assert obs.evidence["grad_norm"]["relative_onset"]["early_level"] == 10.2
+    assert obs.evidence["instability"]["onset_step"] == 5
+    assert "reaches its peak" in obs.summary and "above the 1e-05" in obs.summary
+
+
+def test_lr_plausible_when_a_run_above_10_never_jumps(tmp_path):
+    s = healthy_series(10)
+    s["grad_norm"] = np.array([10.7, 18.3, 7.7, 11.2, 13.9, 13.0, 10.1, 13.3, 12.1, 12.5])
+    obs = examine(LrSchedule(), slime_run(tmp_path, s))
+    assert obs.outcome == "plausible"
+    assert "relative_onset" not in obs.evidence.get("grad_norm", {})

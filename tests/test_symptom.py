@@ -257,3 +257,31 @@ def test_unavailable_only_when_nothing_to_classify(tmp_path):
     with pytest.raises(Unavailable) as exc:
         Symptom().examine(open_run(str(tmp_path)))
     assert exc.value.artifact == "log"
+
+
+SHORT_FP32_ARGS = {**SLIME_ARGS, "rollout_batch_size": 4, "n_samples_per_prompt": 8, "bf16": False, "fp16": False}
+
+
+def test_reward_flat_on_three_all_zero_rollouts(tmp_path):
+    # 3 rollouts x 32 samples, every one scored 0: decisive without 5 records
+    s = healthy_series(3)
+    s["raw_reward"] = np.zeros(3)
+    s["zero_std_0"] = np.full(3, 4.0)
+    slime_metrics_log(s, SHORT_FP32_ARGS).write(tmp_path)
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "reward_flat"
+    assert obs.evidence["details"]["reward_flat"]["probe_outcome"] == "constant_zero"
+    assert "96 samples" in obs.summary
+
+
+def test_policy_drift_from_a_bf16_engine_under_an_fp32_trainer(tmp_path):
+    s = healthy_series(3)
+    diff = {"step": {"train/train_rollout_logprob_abs_diff": np.array([0.0046, 0.0141, 0.0059])}}
+    slime_metrics_log(s, SHORT_FP32_ARGS, extra=diff).write(tmp_path / "bad")
+    obs = classify(open_run(str(tmp_path / "bad")))
+    assert obs.outcome == "policy_drift"
+    assert obs.evidence["details"]["policy_drift"]["probe_outcome"] == "logprob_mismatch"
+
+    same = {"step": {"train/train_rollout_logprob_abs_diff": np.array([2.2e-7, 2.7e-7, 1.9e-7])}}
+    slime_metrics_log(s, SHORT_FP32_ARGS, extra=same).write(tmp_path / "ok")
+    assert classify(open_run(str(tmp_path / "ok"))).outcome == "no_symptom"
