@@ -74,7 +74,9 @@ class LocalEngine:
             t0 = time.perf_counter()
             import torch
             from transformers import AutoModelForCausalLM
+            from transformers.utils import logging as hf_logging
 
+            hf_logging.disable_progress_bar()  # the report is the output; no loading bars on the terminal
             dtype = torch.float32 if self.device == "cpu" else "auto"
             try:
                 model = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype, local_files_only=True)
