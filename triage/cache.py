@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -59,8 +60,10 @@ def _artifact_files(run: Run) -> list[Path]:
     files: list[Path] = []
     for root in roots:
         if root.is_dir():
-            for dirpath, _dirs, names in os.walk(root):
-                files.extend(Path(dirpath) / n for n in sorted(names))
+            for dirpath, dirs, names in os.walk(root):
+                dirs.sort()
+                # directories too: a new, still empty iter_0000100/ is a change
+                files.extend(Path(dirpath) / n for n in sorted(names + dirs))
                 if len(files) > MAX_FINGERPRINT_FILES:
                     return files
         else:
@@ -110,7 +113,7 @@ def run_fingerprint(run: Run) -> str:
         except OSError:
             continue
         h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        if st.st_size <= CHEAP_HASH_BYTES:
+        if st.st_size <= CHEAP_HASH_BYTES and stat.S_ISREG(st.st_mode):
             try:
                 h.update(hashlib.sha256(path.read_bytes()).digest())
             except OSError:
@@ -203,8 +206,8 @@ class CachingExecutor:
         return True
 
     def run_probe(self, node: Node, probe_cls: type[Probe], run: Run) -> Finding:
-        if "engine" in probe_cls.needs or (run.engines and "engine_weights" in probe_cls.needs):
-            return self.inner.run_probe(node, probe_cls, run)
+        if "engine" in probe_cls.needs or (run.engines and getattr(probe_cls, "live_engine", False)):
+            return self.inner.run_probe(node, probe_cls, run)  # a live engine's state is not in the fingerprint
         key = cache_key(node, probe_cls, self._fingerprint(run))
         cached = self.cache.get(key)
         if cached is not None:

@@ -157,11 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from triage.bench import add_bench_parser
     from triage.postmortem import add_postmortem_parser
+    from triage.ray.watch import add_watch_parser
     from triage.service.cli import add_serve_parser
 
     add_bench_parser(sub)
     add_postmortem_parser(sub)
     add_serve_parser(sub)
+    add_watch_parser(sub)
     return p
 
 

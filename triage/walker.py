@@ -30,6 +30,9 @@ class Walk:
 
 def walk(graph: DecisionGraph, run: Run, executor: Executor | None = None, start: str | None = None) -> Walk:
     executor = executor or LocalExecutor()
+    attach = getattr(executor, "attach", None)
+    if attach is not None:  # executors that start likely next probes early need the graph
+        attach(graph)
     result = Walk()
     current = start or graph.entry
     limit = len(graph.nodes) + 1  # the graph is acyclic: a walk visits each node at most once
