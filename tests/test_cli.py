@@ -202,3 +202,21 @@ def test_installed_entry_point_runs():
     proc = subprocess.run([str(exe), "run", str(HEALTHY), "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["root_cause"]["id"] == "healthy"
+
+
+def test_truncated_checkpoint_shard_is_a_finding_naming_the_file(capsys, tmp_path):
+    """A corrupt shard is evidence about the run: the walk records it and goes on (not exit 2)."""
+    src = ROOT / "examples" / "pp-offset-garbled"
+    d = tmp_path / "run"
+    shutil.copytree(src, d)
+    shards = sorted(d.rglob("model_optim_rng.pt"))
+    assert shards
+    shard = shards[-1]
+    shard.write_bytes(shard.read_bytes()[:300])
+    rc, out, err = cli(capsys, "run", str(d), "--json", "--no-cache")
+    assert rc in (0, 3), err
+    report = json.loads(out)
+    errors = [s for s in report["path"] if s["outcome"] == "error" or s["outcome"] == "shards_incomplete"]
+    assert errors, [(s["probe"], s["outcome"]) for s in report["path"]]
+    assert any(shard.parent.name in (s["summary"] + json.dumps(s["evidence"])) for s in errors)
+    assert "Traceback" not in err

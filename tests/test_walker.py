@@ -195,3 +195,25 @@ def test_inconclusive_lists_what_is_missing(tmp_path):
 def test_bad_input_met_by_a_probe_stops_the_triage(tmp_path):
     with pytest.raises(CorruptArtifact, match="0.pt: truncated"):
         triage_run(run_dir(tmp_path), graph_for(tmp_path, last_probe="bad_dump"))
+
+
+def test_corrupt_checkpoint_file_is_a_finding_but_a_corrupt_dump_is_bad_input(tmp_path):
+    from triage.executor import examine
+    from triage.graph import Node
+
+    class ReadsShard(Probe):
+        """Reads a truncated checkpoint shard."""
+
+        name = "reads_shard"
+        outcomes = ("yes", "no")
+
+        def examine(self, run):
+            raise CorruptArtifact(run.root / "ckpt" / "iter_0000010" / "__0_0.distcp", "truncated: 100 of 4096 bytes")
+
+    run = run_dir(tmp_path)
+    node = Node("x.shard", "x", "reads_shard", ReadsShard.Params(), "?", {})
+    finding = examine(node, ReadsShard, run)
+    assert finding.outcome == "error"
+    assert "__0_0.distcp" in finding.summary and "truncated" in finding.summary
+    with pytest.raises(CorruptArtifact):
+        examine(node, BadDump, run)

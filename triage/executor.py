@@ -7,13 +7,28 @@ from typing import Protocol
 
 import structlog
 
-from triage.errors import BadInput, TriageError, Unavailable
+import re
+
+from triage.errors import BadInput, CorruptArtifact, TriageError, Unavailable
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
 from triage.graph import Node
 from triage.probe import Probe
 from triage.run.run import NEEDS_HELP, Run
 
 log = structlog.get_logger("triage.executor")
+
+
+# Files of a checkpoint (Megatron torch_dist / legacy, HF) or an engine's weight dump: when
+# one of these is corrupt, that is evidence about the run (a save that did not finish, a
+# truncated shard), so the probe's finding names it; a corrupt log or dump is bad input.
+CHECKPOINT_FILE = re.compile(
+    r"(\.distcp|/\.metadata|common\.pt|model_optim_rng\.pt|\.safetensors|safetensors\.index\.json|"
+    r"pytorch_model[^/]*\.bin|/iter_\d{7}/|/release/|/mp_rank_\d\d|latest_checkpointed_iteration\.txt)"
+)
+
+
+def is_checkpoint_file(path: str) -> bool:
+    return bool(CHECKPOINT_FILE.search(path))
 
 
 class Executor(Protocol):
@@ -47,6 +62,12 @@ def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
             missing=Missing(artifact=exc.artifact, reason=exc.reason, command=exc.command),
             duration_s=time.perf_counter() - started,
         )
+    except CorruptArtifact as exc:
+        if not is_checkpoint_file(exc.path):
+            raise  # a corrupt log, dump or trainer_state.json: the triage stops (exit code 2)
+        msg = f"corrupt checkpoint file {exc}"
+        log.warning("corrupt_checkpoint", probe=probe_cls.name, node=node.id, error=str(exc))
+        return Finding(**base, outcome=ERROR, summary=msg, error=msg, duration_s=time.perf_counter() - started)
     except BadInput:
         # a hostile pickle, a binary log, a malformed trainer_state.json: the user's input
         # cannot be used, and the whole triage stops with a one-line error (exit code 2)
