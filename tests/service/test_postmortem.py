@@ -127,3 +127,28 @@ def test_postmortem_cli_refuses_bad_run_ids_with_exit_code_2(runs_root, ref, cap
     assert ns.func(ns) == 2
     err = capsys.readouterr().err
     assert err.startswith("triage: error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_postmortem_of_a_testbed_failure_renders_with_its_onset_marked(tmp_path):
+    """A run the testbed made by planting a too-high learning rate: the real pipeline, end to end."""
+    from triage.api import triage_run
+    from triage.testbed.scenarios import generate
+
+    run = open_run(str(generate("optim.lr_too_high")))
+    report = triage_run(run)
+    assert report.root_cause.id == "optim.lr_too_high"
+    pm = write_postmortem(run, report, tmp_path / "pm.md")
+    md = (tmp_path / "pm.md").read_text()
+    assert "optim.lr_too_high" in md and "--load-debug-rollout-data" in md
+    assert pm.onset is not None and pm.plots
+    for plot in pm.plots:
+        assert plot.path.exists() and plot.path.parent == tmp_path
+        assert f"]({plot.path.name})" in md
+    plot = pm.plots[0]
+    img = np.asarray(Image.open(plot.path).convert("RGB"))
+    assert img.shape[1::-1] == plot.size_px and img.std() > 10
+    left, top, right, bottom = plot.axes_px
+    at = plot.column_of(pm.onset.step)
+    assert _column_has(img, at, top, bottom, ONSET_COLOR)
+    far = int(left + 5 if at > (left + right) / 2 else right - 5)  # the other side of the axes
+    assert abs(far - at) > 20 and not _column_has(img, far, top, bottom, ONSET_COLOR)
