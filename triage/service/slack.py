@@ -21,8 +21,9 @@ import structlog
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from triage.errors import BadInput
 from triage.report import Report
-from triage.service.config import ServiceConfig
+from triage.service.config import SLACK_API_DEFAULT, ServiceConfig
 from triage.service.metrics import ServiceMetrics
 from triage.service.store import ANCHOR, FILE, REPORT, SKIPPED, PostJob, TriageRow, TriageStore
 
@@ -367,3 +368,33 @@ class SlackPoster:
             self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
         except (SlackApiError, httpx.HTTPError, OSError) as exc:
             log.warning("ephemeral_failed", error=str(exc))
+
+
+class WatchNotifier:
+    """Posts `triage watch` reports to a channel (TRIAGE_SLACK_CHANNEL) with SLACK_BOT_TOKEN."""
+
+    def __init__(self, token: str | None, channel: str | None, base_url: str = SLACK_API_DEFAULT,
+                 client: WebClient | None = None) -> None:
+        if not channel:
+            raise BadInput("--notify slack needs TRIAGE_SLACK_CHANNEL: the channel failed-job reports go to")
+        if client is None and not token:
+            raise BadInput("--notify slack needs SLACK_BOT_TOKEN")
+        self.channel = channel
+        self.client = client or WebClient(token=token, base_url=base_url, timeout=15, retry_handlers=[])
+
+    def notify(self, job: Any, report: Report) -> None:
+        run_ref = f"ray:{getattr(job, 'submission_id', None) or getattr(job, 'job_id', '?')}"
+        self.client.chat_postMessage(
+            channel=self.channel,
+            text=report_text(report, run_ref),
+            blocks=report_blocks(report, triage_id=run_ref, run_ref=run_ref, offer_active=False),
+        )
+
+
+def make_watch_notifier() -> WatchNotifier:
+    """What `triage watch --notify slack` posts with, configured from the environment."""
+    import os
+
+    base = os.environ.get("SLACK_API_URL") or SLACK_API_DEFAULT
+    return WatchNotifier(os.environ.get("SLACK_BOT_TOKEN"), os.environ.get("TRIAGE_SLACK_CHANNEL"),
+                         base if base.endswith("/") else base + "/")
