@@ -14,6 +14,8 @@ scenario never retrains; the whole warm-up takes well under a minute on 2 cores.
 
 from __future__ import annotations
 
+import sys
+
 import json
 import random
 import shutil
@@ -106,8 +108,14 @@ def _batch(items, pad_id):
     return ids, labels
 
 
-def train_recipe(recipe: Recipe, tok, log=print):
+def _progress(message: str) -> None:
+    """Warm-up progress is a diagnostic: stderr, never mixed into a command's output."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def train_recipe(recipe: Recipe, tok, log=None):
     """Train one recipe from scratch; returns the trained Megatron-layout model."""
+    log = log or _progress
     import torch
     import torch.nn.functional as F
 
@@ -166,7 +174,8 @@ def save_hf(model, recipe: Recipe, tok, out: Path) -> None:
         cfg_path.write_text(json.dumps(cfg, indent=2))
 
 
-def _build_one(recipe: Recipe, tok_dir: Path, out: Path, log=print) -> None:
+def _build_one(recipe: Recipe, tok_dir: Path, out: Path, log=None) -> None:
+    log = log or _progress
     import torch
     from transformers.utils import logging as hf_logging
 
