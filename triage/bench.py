@@ -27,7 +27,7 @@ from typing import Any
 
 from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.errors import BadInput
-from triage.finding import ERROR, UNAVAILABLE
+from triage.finding import UNAVAILABLE
 from triage.graph import DecisionGraph, load_graph
 
 

@@ -69,7 +69,7 @@ class ServiceConfig:
 
     def __post_init__(self) -> None:
         if not self.runs_roots:
-            raise BadInput(f"no runs root: pass --runs-root or set TRIAGE_RUNS_ROOT (run-ids are names under it)")
+            raise BadInput("no runs root: pass --runs-root or set TRIAGE_RUNS_ROOT (run-ids are names under it)")
         if self.concurrency < 1:
             raise BadInput(f"--concurrency must be at least 1, got {self.concurrency}")
         if self.max_queued < 0:
