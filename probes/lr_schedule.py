@@ -154,6 +154,9 @@ class LrSchedule(Probe):
                     reasons.append(f"the peak LR {peak:.3g} is above the {high:.0e} typical for "
                                    f"{'LoRA' if lora else 'full-parameter'} RL fine-tuning")
                 if reasons:
+                    # the onset this verdict rests on, where postmortems and plots look for it
+                    ev["onset_step"] = onset
+                    ev["onset_metric"] = (ev.get("grad_norm") or {}).get("metric")
                     return self.observe(
                         "too_high",
                         f"Training was healthy for {good} records, then became unstable ({what}); "
