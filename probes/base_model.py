@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
-from triage.formats.dumps import load_rollout_dump
 from triage.metrics import flag_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
@@ -137,7 +136,7 @@ def run_uses_chat_template(run: Run) -> tuple[bool, str]:
             return True, f"chat markers in the rollout printed at {sample.where}"
     for path in run.rollout_dump_paths()[:1]:
         try:
-            dump = load_rollout_dump(path)
+            dump = run.rollout_dump(path)
         except BadInput:
             raise  # a hostile or corrupt dump stops the triage with a one-line error
         except TriageError:

@@ -668,14 +668,10 @@ class ConfigRule(Probe):
 
     @staticmethod
     def _dumps_with_routed_experts(run: Run, limit: int = 4) -> tuple[int, int, int]:
-        try:
-            from triage.formats.dumps import load_rollout_dump
-        except ImportError:
-            return 0, 0, 0
         checked = with_experts = unreadable = 0
         for path in [p for p in run.rollout_dump_paths() if not Path(p).name.startswith("eval_")][:limit]:
             try:
-                dump = load_rollout_dump(path)
+                dump = run.rollout_dump(path)
             except BadInput:
                 raise  # a hostile or corrupt dump stops the triage with a one-line error
             except TriageError:

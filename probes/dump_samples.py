@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import median_mad
 from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
-from triage.formats.dumps import RolloutDump, load_rollout_dump
+from triage.formats.dumps import RolloutDump
 from triage.metrics import number_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
@@ -161,7 +161,7 @@ class DumpSamples(Probe):
         scanned = samples = 0
         for path in paths[: p.max_dumps]:
             try:
-                dump = load_rollout_dump(path)
+                dump = run.rollout_dump(path)
             except BadInput:
                 raise  # a hostile or corrupt dump stops the triage with a one-line error
             except TriageError as exc:

@@ -34,7 +34,7 @@ from probes.live_weights import open_engine, with_requests
 from triage.engines import EngineError, LocalEngineError, Sampling
 from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
-from triage.formats.dumps import load_rollout_dump, load_train_dump
+from triage.formats.dumps import load_train_dump
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.text_quality import GARBLED_AT, judge_texts
@@ -83,7 +83,7 @@ def run_prompts(run: Run, limit: int) -> tuple[list[DumpPrompt], Path, int | str
     if not paths:
         raise Unavailable("rollout_dump", "no rollout dump: the run's prompts, as the token ids it sent, come from one",
                           NEEDS_HELP["rollout_dump"])
-    dump = load_rollout_dump(paths[0])
+    dump = run.rollout_dump(paths[0])
     out: list[DumpPrompt] = []
     seen: set[tuple[int, ...]] = set()
     for i, s in enumerate(dump.samples):

@@ -55,15 +55,11 @@ def _dump_max_length(run: Run, limit: int) -> tuple[int | None, int]:
     """Longest sample (prompt + response tokens) in up to `limit` rollout dumps; (None, 0) without dumps."""
     if limit == 0:
         return None, 0
-    try:
-        from triage.formats.dumps import load_rollout_dump
-    except ImportError:
-        return None, 0
     longest: int | None = None
     read = 0
     for path in [p for p in run.rollout_dump_paths() if not Path(p).name.startswith("eval_")][:limit]:
         try:
-            dump = load_rollout_dump(path)
+            dump = run.rollout_dump(path)
         except BadInput:
             raise  # a hostile or corrupt dump stops the triage with a one-line error
         except TriageError:

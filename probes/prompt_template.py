@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict
 
 from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
-from triage.formats.dumps import load_rollout_dump
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 
@@ -194,7 +193,7 @@ def sent_prompts(run: Run, max_dumps: int = 4, per_dump: int = 32) -> tuple[list
         if read >= max_dumps:
             break
         try:
-            dump = load_rollout_dump(path)
+            dump = run.rollout_dump(path)
         except BadInput:
             raise
         except TriageError as exc:

@@ -160,15 +160,13 @@ class ReplayStep(Probe):
 
     def _in_process(self, run: Run, rid: int, dump_path: Path, first: int) -> Replay:
         import torch
-
-        from triage.formats.dumps import load_rollout_dump
         from triage.replay import model as rmodel
         from triage.replay import step as rstep
 
         config_dir = rmodel.hf_config_dir(run)
         dtype = rmodel.run_dtype(run)
         device = rmodel.choose_device(rmodel.parameter_count(config_dir), dtype)
-        dump = load_rollout_dump(dump_path)
+        dump = run.rollout_dump(dump_path)
         cfg = rstep.LossConfig.from_run(run)
         samples = rstep.samples_of(dump, cfg.reward_key)
         if not samples:

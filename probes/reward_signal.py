@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import evidence_number, head, tail, trend
 from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
-from triage.formats.dumps import load_rollout_dump, reward_value
+from triage.formats.dumps import reward_value
 from triage.metrics import Series, number_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
@@ -173,7 +173,7 @@ def dump_answers(run: Run, p: RewardParams) -> dict[str, Any] | None:
         if checked >= p.dump_samples:
             break
         try:
-            dump = load_rollout_dump(path)
+            dump = run.rollout_dump(path)
         except TriageError as exc:
             problems.append(str(exc)[:200])
             continue

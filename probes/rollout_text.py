@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict
 
 from triage.errors import BadInput, TriageError, Unavailable
 from triage.finding import Observation
-from triage.formats.dumps import load_rollout_dump
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.text_quality import GARBLED_AT, TextVerdict, garble_score, judge_texts
@@ -141,7 +140,7 @@ def dump_samples(run: Run, per_dump: int = 64, max_dumps: int = 8) -> tuple[list
         if read >= max_dumps:
             break
         try:
-            dump = load_rollout_dump(path)
+            dump = run.rollout_dump(path)
         except BadInput:
             raise  # a hostile or corrupt dump stops the triage with a one-line error
         except TriageError as exc:

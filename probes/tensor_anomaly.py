@@ -116,7 +116,6 @@ class TensorAnomaly(Probe):
     rollout_context: int | None = None
 
     def examine(self, run: Run) -> Observation:
-        from triage.formats.dumps import load_rollout_dump
         from triage.replay import model as rmodel
         from triage.replay import step as rstep
 
@@ -148,7 +147,7 @@ class TensorAnomaly(Probe):
         loaded: dict[str, ReplayModel] = {}
         replayed = []
         for rid in order:
-            dump = load_rollout_dump(dumps[rid])
+            dump = run.rollout_dump(dumps[rid])
             samples = rstep.samples_of(dump, cfg.reward_key)
             if not samples:
                 continue

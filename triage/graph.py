@@ -141,6 +141,8 @@ def load_graph(directory: Path | None = None, probes: Mapping[str, type[Probe]] 
     nodes: dict[str, Node] = {}
     playbooks: dict[str, Playbook] = {}
     pending: list[tuple[Path, str, str, str]] = []  # (path, node id, outcome, raw target)
+    drafts: dict[str, tuple[str, str, Any, str]] = {}  # node id -> (playbook, probe, params, ask)
+    destinations: dict[str, dict[str, str]] = {}  # node id -> outcome -> resolved node id / verdict
 
     files = sorted(p for p in directory.glob("*.yaml") if p.name != "verdicts.yaml")
     if not files:
@@ -177,7 +179,7 @@ def load_graph(directory: Path | None = None, probes: Mapping[str, type[Probe]] 
             if undeclared:
                 raise _fail(path, f"node {local!r}: probe {probe_name!r} has no outcome(s) {undeclared} (it declares {list(declared)})")
             edges = {o: _resolve_target(t, name, path, local, o) for o, t in edges_raw.items()}
-            nodes[node_id] = Node(node_id, name, probe_name, params, str(spec.get("ask", probe_cls.description())), edges)
+            drafts[node_id] = (name, probe_name, params, str(spec.get("ask", probe_cls.description())))
             book.nodes.append(node_id)
             graph.add_node(node_id, kind="node", playbook=name, probe=probe_name)
             for outcome, target in edges.items():
@@ -200,7 +202,7 @@ def load_graph(directory: Path | None = None, probes: Mapping[str, type[Probe]] 
                 raise _fail(path, f"node {local!r}: outcome {outcome!r} leads to unknown playbook {book_name!r}")
             dest = playbooks[book_name].entry
         else:
-            if target not in nodes:
+            if target not in drafts:
                 raise _fail(path, f"node {local!r}: outcome {outcome!r} leads to unknown node {target!r}")
             dest = target
         # several outcomes may share a target; keep them all on one edge
@@ -208,7 +210,10 @@ def load_graph(directory: Path | None = None, probes: Mapping[str, type[Probe]] 
             graph.edges[node_id, dest]["outcomes"].append(outcome)
         else:
             graph.add_edge(node_id, dest, outcomes=[outcome])
-        nodes[node_id].edges[outcome] = dest  # type: ignore[index]
+        destinations.setdefault(node_id, {})[outcome] = dest
+
+    for node_id, (book_name, probe_name, params, ask) in drafts.items():
+        nodes[node_id] = Node(node_id, book_name, probe_name, params, ask, destinations[node_id])
 
     try:
         cycle = nx.find_cycle(graph)

@@ -11,6 +11,7 @@ from triage.run.manifest import Manifest
 
 if TYPE_CHECKING:
     from triage.formats.run_args import RunArgs
+    from triage.formats.dumps import RolloutDump
     from triage.formats.slime_log import LogIndex
     from triage.formats.trainer_state import TrainerState
     from triage.metrics import Metrics
@@ -42,6 +43,7 @@ class Run:
         self.artifacts = artifacts
         self.engines: list[str] = list(artifacts.engines)
         self.engine_writes_allowed = False  # engine probes send nothing that changes a live engine unless asked
+        self._rollout_dumps: dict[Path, RolloutDump] = {}
         self.status: str | None = manifest.status
 
     def __repr__(self) -> str:
@@ -132,6 +134,16 @@ class Run:
             if q.exists():
                 return q
         return None
+
+    def rollout_dump(self, path: str | Path) -> RolloutDump:
+        """A rollout dump, loaded safely once per triage however many probes read it."""
+        from triage.formats.dumps import load_rollout_dump
+
+        key = Path(path).resolve()
+        dump = self._rollout_dumps.get(key)
+        if dump is None:
+            dump = self._rollout_dumps[key] = load_rollout_dump(key)
+        return dump
 
     def rollout_dump_paths(self) -> list[Path]:
         paths = list(self.artifacts.rollout_dumps)
