@@ -148,7 +148,15 @@ def test_real_dump_written_by_pytorch_is_read(tmp_path):
         t = torch.ones(8)
         dist.all_reduce(t)
         dist.broadcast(t, 0)
-        open("{tmp_path}/fr_trace_rank_0", "wb").write(torch._C._distributed_c10d._dump_fr_trace())
+        # The recorder retires gloo's work from gloo's own thread, a moment after the call
+        # returns: wait until it has (our own dump, read here with plain pickle).
+        import pickle, time
+        for _ in range(200):
+            raw = torch._C._distributed_c10d._dump_fr_trace()
+            if pickle.loads(raw)["pg_status"]["0"]["last_completed_collective"] == 2:
+                break
+            time.sleep(0.05)
+        open("{tmp_path}/fr_trace_rank_0", "wb").write(raw)
         dist.destroy_process_group()
     """)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120, capture_output=True)

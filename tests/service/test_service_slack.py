@@ -255,7 +255,7 @@ def test_a_triage_past_its_time_budget_ends_with_a_partial_report_that_says_so(l
     slow = runs.slime_oom_run(runs_root / "slow")
     (slow / "hold.json").write_text('{"seconds": 1.0}')
     stuck = runs.slime_oom_run(runs_root / "stuck")
-    (stuck / "hold.json").write_text('{"seconds": 4.0}')
+    (stuck / "hold.json").write_text('{"seconds": 8.0}')
     server = live(time_budget_s=0.5, grace_s=1.5)
     server.command(slash_command_body("slow"))
     anchor = wait_for(lambda: next(iter(slack.top_level(CHANNEL)), None))
@@ -268,7 +268,7 @@ def test_a_triage_past_its_time_budget_ends_with_a_partial_report_that_says_so(l
     server.command(slash_command_body("stuck"))
     anchor2 = wait_for(lambda: len(slack.top_level(CHANNEL)) == 2 and slack.top_level(CHANNEL)[1])
     report2 = _report_in_thread(slack, anchor2["ts"])
-    assert time.monotonic() - started < 3.8  # gave up after 0.5 + 1.5 s, did not wait for the 4 s probe
+    assert time.monotonic() - started < 6.0  # gave up after 0.5 + 1.5 s, did not wait for the 8 s probe
     assert ":warning: The time budget of 0.5 s ran out while hold was still running: this report is partial." in _text(report2["blocks"])
     metrics = server.http.get("/metrics").text
     assert "triage_partial_total 2" in metrics and "triage_abandoned_total 1" in metrics
