@@ -23,20 +23,27 @@ class MetricTable:
         self._first: dict[str, tuple[int, dict[str, float]]] = {}
 
     def add(self, kind: str, index: int, record: Mapping[str, object]) -> None:
-        cols = self._cols.setdefault(kind, {})
-        numeric: dict[str, float] = {}
+        cols = self._cols.get(kind)
+        if cols is None:
+            cols = self._cols[kind] = {}
+        first = kind not in self._first
+        numeric: dict[str, float] | None = {} if first else None
         for key, value in record.items():
-            v = _as_float(value)
-            if v is None:
-                continue
-            numeric[key] = v
+            if type(value) is float:  # the common case: no conversion, no checks
+                v = value
+            else:
+                v = _as_float(value)
+                if v is None:
+                    continue
+            if numeric is not None:
+                numeric[key] = v
             col = cols.get(key)
             if col is None:
                 col = cols[key] = (array("q"), array("d"))
             col[0].append(index)
             col[1].append(v)
         self._counts[kind] = self._counts.get(kind, 0) + 1
-        if kind not in self._first:
+        if numeric is not None:
             self._first[kind] = (index, numeric)
 
     def kinds(self) -> list[str]:
