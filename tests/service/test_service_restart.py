@@ -112,7 +112,7 @@ def test_killing_the_server_mid_triage_loses_nothing_and_posts_nothing_twice(ser
     worker_pid = int((run / "hold.started").read_text().split()[0])
     serve.kill()
     assert slack.thread(anchor["ts"]) == []  # killed before the report
-    wait_for(lambda: not _alive(worker_pid), timeout=5)  # the worker died with the server
+    wait_for(lambda: not _alive(worker_pid), timeout=15)  # the worker died with the server
 
     serve.start()
     report = wait_for(lambda: next((m for m in slack.thread(anchor["ts"]) if _kind(m) == "report"), None), timeout=15)

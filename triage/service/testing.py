@@ -27,7 +27,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
     """Poll until `predicate()` is truthy; its value, or AssertionError after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
