@@ -50,7 +50,7 @@ from triage.service.security import (
     verify_hook,
     verify_slack,
 )
-from triage.service.slack import ACTIVE_ACTION, SlackPoster
+from triage.service.slack import ACTIVE_ACTION, Lull, SlackPoster
 from triage.service.store import DUPLICATE, JOINED, NEW, QUEUE_FULL, STORED, NewRequest, SQLiteStore, Submission, TriageRow, TriageStore
 
 log = structlog.get_logger("triage.service")
@@ -73,6 +73,9 @@ class RequestContext:
             return
         request_id = uuid.uuid4().hex[:16]
         scope.setdefault("state", {})["request_id"] = request_id
+        lull = _lull_of(scope) if scope.get("method") == "POST" else None
+        if lull is not None:
+            lull.touch()
         tokens = structlog.contextvars.bind_contextvars(request_id=request_id)
         started = time.perf_counter()
         status = {"code": 500}
@@ -85,9 +88,17 @@ class RequestContext:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
+            if lull is not None:
+                lull.touch()
             log.info("http_request", method=scope.get("method"), path=scope.get("path"), status=status["code"],
                      duration_ms=round(1000 * (time.perf_counter() - started), 2))
             structlog.contextvars.reset_contextvars(**tokens)
+
+
+def _lull_of(scope: Scope) -> Lull | None:
+    app = scope.get("app")
+    service = getattr(getattr(app, "state", None), "service", None)
+    return getattr(service, "lull", None)
 
 
 class Service:
@@ -101,6 +112,7 @@ class Service:
         self._slack_client = slack_client
         self._postmortem_files = postmortem_files
         self.access = Access(config.allowed_teams, config.allowed_channels, config.active_users)
+        self.lull = Lull(config.post_lull_s, config.post_max_defer_s)
         self.store: TriageStore
         self.queue: WorkQueue
         self.poster: SlackPoster
@@ -109,7 +121,7 @@ class Service:
         self.store = self._store if self._store is not None else SQLiteStore(self.config.db_path)
         requeued, unsure = self.store.recover()
         self.poster = SlackPoster(self.store, self.config, self.metrics, client=self._slack_client,
-                                  postmortem_files=self._postmortem_files or self.postmortem_files)
+                                  postmortem_files=self._postmortem_files or self.postmortem_files, lull=self.lull)
         self.queue = WorkQueue(self.store, self.config, self.metrics, on_finished=self.poster.wake)
         # Before the server listens: in thread mode the playbooks are compiled (the probes imported) here,
         # so that seconds of imports do not hold up the first acknowledgements.

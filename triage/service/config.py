@@ -63,6 +63,10 @@ class ServiceConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_clock_skew_s: int = 300  # Slack's rule: older than 5 minutes is a replay
     post_retries: int = 6
+    # Acknowledgements have Slack's 3-second deadline and posts do not: a post waits until no
+    # request has come in for `post_lull_s`, but never longer than `post_max_defer_s`.
+    post_lull_s: float = 0.1
+    post_max_defer_s: float = 2.0
     playbooks: Path | None = None
     triage_fn: TriageFunction | None = None  # default: triage.api.triage
     files_dir: Path | None = None  # postmortems and plots; default: next to the database
@@ -78,6 +82,8 @@ class ServiceConfig:
             raise BadInput(f"--workers must be 'process' or 'thread', got {self.workers!r}")
         if self.time_budget_s <= 0:
             raise BadInput(f"--time-budget must be positive, got {self.time_budget_s}")
+        if self.post_lull_s < 0 or self.post_max_defer_s < 0:
+            raise BadInput("the post lull and its maximum deferral must be 0 or more seconds")
         if not self.slack_api_url.endswith("/"):
             object.__setattr__(self, "slack_api_url", self.slack_api_url + "/")
         roots = tuple(Path(r).expanduser().resolve() for r in self.runs_roots)

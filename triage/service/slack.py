@@ -11,7 +11,9 @@ recorded before the upload is completed, so `files.info` says whether it was sha
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -142,18 +144,50 @@ def anchor_text(job: PostJob, position: int, running_slots_free: int) -> str:
     return f"{who} asked for {what} `{ref}`: {status}."
 
 
+class Lull:
+    """When requests last came in, so that posts wait for a lull in them.
+
+    The server answers Slack and delivers posts in one process: a post sent while slash
+    commands pour in takes the interpreter from their acknowledgements, which must arrive
+    within Slack's 3 seconds. Posts have no such deadline, so before each one the poster
+    waits until no request has started or ended for `quiet_s`, but never longer than
+    `max_wait_s` (a steady stream of requests cannot hold posts back for good).
+    """
+
+    def __init__(self, quiet_s: float = 0.1, max_wait_s: float = 2.0) -> None:
+        self.quiet_s = quiet_s
+        self.max_wait_s = max_wait_s
+        self._last = -math.inf
+
+    def touch(self) -> None:
+        """A request started or ended now."""
+        self._last = time.monotonic()
+
+    def wait(self, stop: threading.Event) -> float:
+        """Block until a lull, the maximum wait, or `stop`; the seconds waited."""
+        started = time.monotonic()
+        deadline = started + self.max_wait_s
+        while True:
+            now = time.monotonic()
+            idle = now - self._last
+            if idle >= self.quiet_s or now >= deadline or stop.is_set():
+                return now - started
+            stop.wait(min(self.quiet_s - idle, deadline - now))
+
+
 class SlackPoster:
     """Threads that deliver the store's owed posts, in order, exactly once as far as Slack lets us know."""
 
     def __init__(self, store: TriageStore, config: ServiceConfig, metrics: ServiceMetrics,
                  client: WebClient | None = None, postmortem_files: Callable[[TriageRow], list[Path]] | None = None,
-                 threads: int = 2) -> None:
+                 threads: int = 2, lull: Lull | None = None) -> None:
         self.store = store
         self.config = config
         self.metrics = metrics
         self.client = client if client is not None else self.make_client(config)
         self.postmortem_files = postmortem_files
         self._n = threads
+        self.lull = lull
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -193,6 +227,8 @@ class SlackPoster:
                 with self._cond:
                     self._cond.wait(0.5)
                 continue
+            if self.lull is not None:
+                self.lull.wait(self._stop)
             structlog.contextvars.bind_contextvars(request_id=job.request.id, run_id=job.triage.run_ref,
                                                    triage_id=job.triage.id)
             try:

@@ -1,0 +1,82 @@
+"""Posts wait for a lull in incoming requests, so that acknowledgements keep Slack's 3 s."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from triage.service.slack import Lull
+
+
+def _touch_for(lull: Lull, seconds: float, every: float) -> list[float]:
+    """Touch the lull every `every` s for `seconds`; the instants it was touched."""
+    touched: list[float] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        lull.touch()
+        touched.append(time.monotonic())
+        time.sleep(every)
+    return touched
+
+
+def _lull_began(touched: list[float], quiet: float) -> float:
+    """The first instant at which no touch had come for `quiet` s (a stalled toucher counts)."""
+    for a, b in zip(touched, touched[1:]):
+        if b - a >= quiet:
+            return a + quiet
+    return touched[-1] + quiet
+
+
+def _wait_in_thread(lull: Lull, stop: threading.Event) -> tuple[threading.Thread, list[float]]:
+    out: list[float] = []
+
+    def run() -> None:
+        lull.wait(stop)
+        out.append(time.monotonic())
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def test_a_post_waits_while_requests_keep_coming_and_goes_at_the_first_lull():
+    lull = Lull(quiet_s=0.3, max_wait_s=10.0)
+    lull.touch()
+    waiter, returned = _wait_in_thread(lull, threading.Event())
+    touched = _touch_for(lull, 1.0, every=0.01)
+    waiter.join(10)
+    assert returned, "the wait did not end"
+    began = _lull_began(touched, 0.3)
+    assert began - 0.05 <= returned[0] <= began + 2.0
+
+
+def test_a_steady_stream_of_requests_holds_a_post_back_no_longer_than_the_maximum():
+    lull = Lull(quiet_s=0.3, max_wait_s=0.4)
+    lull.touch()
+    started = time.monotonic()
+    waiter, returned = _wait_in_thread(lull, threading.Event())
+    _touch_for(lull, 1.5, every=0.01)
+    waiter.join(10)
+    assert returned and 0.35 <= returned[0] - started < 1.4
+
+
+def test_an_idle_server_posts_at_once_and_stopping_ends_the_wait():
+    assert Lull(quiet_s=0.3, max_wait_s=5.0).wait(threading.Event()) < 0.05
+    busy = Lull(quiet_s=5.0, max_wait_s=30.0)
+    busy.touch()
+    stop = threading.Event()
+    started = time.monotonic()
+    waiter, returned = _wait_in_thread(busy, stop)
+    stop.set()
+    waiter.join(10)
+    assert returned and returned[0] - started < 2.0
+
+
+def test_the_server_marks_each_incoming_post_and_no_get(live):
+    server = live(post_lull_s=2.0, post_max_defer_s=2.0)
+    lull = server.service.lull
+    assert server.service.poster.lull is lull
+    server.http.get("/healthz")
+    assert lull.wait(threading.Event()) < 0.05  # a GET is not a request to acknowledge
+    server.http.post("/slack/commands", content=b"token=x")  # unsigned: refused, but it came in
+    assert lull.wait(threading.Event()) >= 0.5
