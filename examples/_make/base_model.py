@@ -14,7 +14,7 @@ import random
 
 from common import (ROLLOUT, TRAIN, Log, base_args, base_flags, example_dir, expected, finish_rollout,
                     megatron_startup, multiline_command, placement, qwen_tokenizer_config, ray_submit_banner,
-                    rollout_dict, rollout_perf, sglang_engines, step_dict, train_perf, write_json, write_text)
+                    rollout_dict, rollout_perf, sglang_engines, slime_train, step_dict, train_perf, write_json, write_text)
 from tensors import hf_weights, save_safetensors, write_torch_dist_checkpoint
 
 NAME = "base-model-garbled"
@@ -113,24 +113,8 @@ def build() -> None:
         log.tick(perf["perf/rollout_time"])
         finish_rollout(log, prompt, RESPONSES[rid], label, 0)
         log.metrics("perf", rid, perf, "rollout_metrics.py:268", ROLLOUT)
-        log.timer("train_wait", "end", TRAIN, tperf["perf/train_wait_time"])
-        log.timer("train", "start", TRAIN)
-        for name, key in (("data_preprocess", "perf/data_preprocess_time"), ("ref_log_probs", "perf/ref_log_probs_time"),
-                          ("log_probs", "perf/log_probs_time")):
-            log.timer(name, "start", TRAIN)
-            log.tick(tperf[key])
-            log.timer(name, "end", TRAIN, tperf[key])
-        log.metrics("rollout", rid, rollout, "train_metric_utils.py:135", TRAIN)
-        log.timer("actor_train", "start", TRAIN)
-        log.tick(tperf["perf/actor_train_time"])
-        log.metrics("step", rid, step, "model.py:918", TRAIN)
-        log.timer("actor_train", "end", TRAIN, tperf["perf/actor_train_time"])
-        log.timer("train", "end", TRAIN, tperf["perf/train_time"])
-        log.metrics("perf", rid, tperf, "train_metric_utils.py:401", TRAIN)
-        log.timer("update_weights", "start", TRAIN)
-        log.tick(3.8)
-        log.timer("update_weights", "end", TRAIN, 3.8)
-        log.timer("train_wait", "start", TRAIN)
+        slime_train(log, rid, rollout=rollout, steps=[(rid, step)], tperf=tperf, wait_s=0, preprocess_takes_time=True,
+                    update_weights_s=3.8)
     write_text(d / "job.log", log.text())
     expected(d, "model.base_not_instruct",
              "--hf-checkpoint Qwen3-4B-Base: a base model whose tokenizer_config.json has no chat_template, prompted with "

@@ -10,7 +10,7 @@ import random
 
 from common import (ROLLOUT, TRAIN, Log, base_args, base_flags, chatml, example_dir, expected, finish_rollout,
                     INSTRUCTION, MATH, SYSTEM, megatron_startup, multiline_command, placement, ray_submit_banner,
-                    rollout_perf, sglang_engines, soup, train_perf, write_text)
+                    rollout_perf, sglang_engines, soup, slime_train, train_perf, write_text)
 from tensors import hf_weights, write_torch_dist_checkpoint
 
 NAME = "ckpt-not-loaded"
@@ -82,25 +82,8 @@ def build() -> None:
         log.tick(perf["perf/rollout_time"])
         finish_rollout(log, prompt, soup(100 + rid), label, 0)
         log.metrics("perf", rid, perf, "rollout_metrics.py:268", ROLLOUT)
-        log.tick(2)
-        log.timer("train_wait", "end", TRAIN, tperf["perf/train_wait_time"])
-        log.timer("train", "start", TRAIN)
-        for name, key in (("data_preprocess", "perf/data_preprocess_time"), ("ref_log_probs", "perf/ref_log_probs_time"),
-                          ("log_probs", "perf/log_probs_time")):
-            log.timer(name, "start", TRAIN)
-            log.tick(tperf[key])
-            log.timer(name, "end", TRAIN, tperf[key])
-        log.metrics("rollout", rid, rollout, "train_metric_utils.py:135", TRAIN)
-        log.timer("actor_train", "start", TRAIN)
-        log.tick(tperf["perf/actor_train_time"])
-        log.metrics("step", rid, step, "model.py:918", TRAIN)
-        log.timer("actor_train", "end", TRAIN, tperf["perf/actor_train_time"])
-        log.timer("train", "end", TRAIN, tperf["perf/train_time"])
-        log.metrics("perf", rid, tperf, "train_metric_utils.py:401", TRAIN)
-        log.timer("update_weights", "start", TRAIN)
-        log.tick(6.5)
-        log.timer("update_weights", "end", TRAIN, 6.5)
-        log.timer("train_wait", "start", TRAIN)
+        slime_train(log, rid, rollout=rollout, steps=[(rid, step)], tperf=tperf, wait_s=2.0, preprocess_takes_time=True,
+                    update_weights_s=6.5)
     log.tick(600)
     log.raw("---------------------------------------")
     log.raw("Job 'raysubmit_9QbNf2XkTz81pRcA' was stopped")

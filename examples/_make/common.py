@@ -514,7 +514,7 @@ def sglang_engines(log: Log, n_engines: int, gpus_per_engine: int, model: str, b
         )
     log.tick(21)
     log.log(
-        f"Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=63.98 GB, mem usage=7.22 GB.",
+        "Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=63.98 GB, mem usage=7.22 GB.",
         "model_runner.py:752",
         engine(3310),
     )
@@ -526,7 +526,7 @@ def sglang_engines(log: Log, n_engines: int, gpus_per_engine: int, model: str, b
             "for more options.)"
         )
     log.log(
-        f"KV Cache is allocated. #tokens: 824896, K size: 22.03 GB, V size: 22.03 GB", "memory_pool.py:353", engine(3310)
+        "KV Cache is allocated. #tokens: 824896, K size: 22.03 GB, V size: 22.03 GB", "memory_pool.py:353", engine(3310)
     )
     log.log(
         f"max_total_num_tokens=824896, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4096, "
@@ -591,17 +591,23 @@ def slime_rollout(log: Log, rid: int, *, finish: tuple[str, str, Any, Any], perf
     log.tick(perf.get("perf/rollout_time", 120.0))
     finish_rollout(log, prompt, response, label, reward)
     log.metrics("perf", rid, perf, "rollout_metrics.py:268", ROLLOUT)
-    log.tick(2)
+    slime_train(log, rid, rollout=rollout, steps=steps, tperf=tperf, save=save)
+
+
+def slime_train(log: Log, rid: int, *, rollout: dict[str, Any], steps: list[tuple[int, dict[str, Any]]],
+                tperf: dict[str, Any], wait_s: float = 2.0, preprocess_takes_time: bool = False,
+                update_weights_s: float = 6.3, save: str | None = None) -> None:
+    """The trainer's lines for one rollout: the timers, the rollout stats, each train step, perf, the weight update."""
+    if wait_s:
+        log.tick(wait_s)
     log.timer("train_wait", "end", TRAIN, tperf.get("perf/train_wait_time", 1.0))
     log.timer("train", "start", TRAIN)
-    log.timer("data_preprocess", "start", TRAIN)
-    log.timer("data_preprocess", "end", TRAIN, tperf["perf/data_preprocess_time"])
-    log.timer("ref_log_probs", "start", TRAIN)
-    log.tick(tperf["perf/ref_log_probs_time"])
-    log.timer("ref_log_probs", "end", TRAIN, tperf["perf/ref_log_probs_time"])
-    log.timer("log_probs", "start", TRAIN)
-    log.tick(tperf["perf/log_probs_time"])
-    log.timer("log_probs", "end", TRAIN, tperf["perf/log_probs_time"])
+    for name, key in (("data_preprocess", "perf/data_preprocess_time"), ("ref_log_probs", "perf/ref_log_probs_time"),
+                      ("log_probs", "perf/log_probs_time")):
+        log.timer(name, "start", TRAIN)
+        if name != "data_preprocess" or preprocess_takes_time:
+            log.tick(tperf[key])
+        log.timer(name, "end", TRAIN, tperf[key])
     log.metrics("rollout", rid, rollout, "train_metric_utils.py:135", TRAIN)
     log.timer("actor_train", "start", TRAIN)
     per = tperf["perf/actor_train_time"] / max(1, len(steps))
@@ -616,8 +622,8 @@ def slime_rollout(log: Log, rid: int, *, finish: tuple[str, str, Any, Any], perf
         log.tick(41)
         log.raw(f"  successfully saved checkpoint from iteration {rid:7d} to {save} [ t 1/2, p 1/1 ]", TRAIN)
     log.timer("update_weights", "start", TRAIN)
-    log.tick(6.3)
-    log.timer("update_weights", "end", TRAIN, 6.3)
+    log.tick(update_weights_s)
+    log.timer("update_weights", "end", TRAIN, update_weights_s)
     log.timer("train_wait", "start", TRAIN)
 
 
