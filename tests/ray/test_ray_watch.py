@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import threading
 import time
 
@@ -63,13 +64,15 @@ def test_each_failed_job_is_triaged_once_across_watcher_and_head_restarts(ray_he
     # 1. the command, once: the failed job is triaged and printed, the succeeded one is not
     parser = argparse.ArgumentParser(prog="triage")
     add_watch_parser(parser.add_subparsers(dest="command"))
-    # the first watch of this dashboard looks back to this test's start: earlier tests' jobs are history
-    backfill = f"{(time.time() - t0 + 0.5) / 3600:.6f}"
+    # the first watch of this dashboard looks back to this test's start, not before it: the job of
+    # the test before may have ended a fraction of a second earlier, and it is history
+    backfill = f"{math.floor((time.time() - t0) / 3600 * 1e6) / 1e6:.6f}"
     ns = parser.parse_args(["watch", "--once", "--ray-address", ray_head.dashboard, "--db", str(db),
                             "--backfill-hours", backfill])
     assert ns.func(ns) == 0
     out = capsys.readouterr().out
     assert f"{oom} FAILED -> memory.max_tokens_per_gpu" in out and ok not in out
+    assert out.count(" FAILED -> ") == 1, out  # nothing from before the test's start
     assert "fix: " in out
 
     # 2. the watcher is down while a job fails (under a name the user chose); it comes back
@@ -112,7 +115,8 @@ def test_each_failed_job_is_triaged_once_across_watcher_and_head_restarts(ray_he
     try:
         assert w2.poll_once() == [] and rec2.seen == []
         rows = w2.store.rows()
-        assert len(rows) == 4 and all(r.state == NOTIFIED for r in rows)
+        seen = [(r.submission_id, r.job_key, r.status, r.state, r.verdict, r.error) for r in rows]
+        assert len(rows) == 4 and all(r.state == NOTIFIED for r in rows), seen
         assert sorted(r.verdict for r in rows) == sorted(["memory.max_tokens_per_gpu", "engine.port_conflict",
                                                           "engine.port_conflict", "config.batch_size_mismatch"])
         # ...and a second watcher on the same file is refused
