@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triage.errors import BadInput, TriageError, Unavailable
+from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.metrics import flag_arg
 from triage.probe import Cost, Probe
@@ -134,13 +134,7 @@ def run_uses_chat_template(run: Run) -> tuple[bool, str]:
     for sample in log_samples(run)[:5]:
         if sample.has_chat_markup:
             return True, f"chat markers in the rollout printed at {sample.where}"
-    for path in run.rollout_dump_paths()[:1]:
-        try:
-            dump = run.rollout_dump(path)
-        except BadInput:
-            raise  # a hostile or corrupt dump stops the triage with a one-line error
-        except TriageError:
-            continue
+    for path, dump in run.rollout_dumps([], limit=1, with_eval=True):
         for sample in dump.samples[:5]:
             prompt = sample.get("prompt")
             text = prompt if isinstance(prompt, str) else json.dumps(prompt, default=str)

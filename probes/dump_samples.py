@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from triage.anomaly import median_mad
-from triage.errors import BadInput, TriageError, Unavailable
+from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.dumps import RolloutDump
 from triage.metrics import number_arg
@@ -30,7 +30,6 @@ from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 
 from probes.base_model import read_json, checkpoint_location
-from probes.rollout_text import dump_order
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -146,7 +145,7 @@ class DumpSamples(Probe):
 
     def examine(self, run: Run) -> Observation:
         p: DumpSampleParams = self.params  # type: ignore[assignment]
-        paths = sorted((q for q in run.rollout_dump_paths() if not q.name.startswith("eval_")), key=dump_order)
+        paths = [q for q in run.rollout_dump_paths() if not q.name.startswith("eval_")]
         if not paths:
             raise Unavailable("rollout_dump", "the run has no rollout dumps", NEEDS_HELP["rollout_dump"])
         vocab = vocab_size(run)
@@ -159,14 +158,7 @@ class DumpSamples(Probe):
         problems: list[dict[str, Any]] = []
         unreadable: list[str] = []
         scanned = samples = 0
-        for path in paths[: p.max_dumps]:
-            try:
-                dump = run.rollout_dump(path)
-            except BadInput:
-                raise  # a hostile or corrupt dump stops the triage with a one-line error
-            except TriageError as exc:
-                unreadable.append(str(exc))
-                continue
+        for path, dump in run.rollout_dumps(unreadable, limit=p.max_dumps):
             scanned += 1
             samples += len(dump.samples)
             for problem in sample_problems(dump, vocab[0] if vocab else None, p, reward_key):
@@ -177,8 +169,8 @@ class DumpSamples(Probe):
                               NEEDS_HELP["rollout_dump"])
         ev: dict[str, Any] = {"dumps_scanned": scanned, "samples_scanned": samples,
                               "vocab_size": {"value": vocab[0], "from": vocab[1]} if vocab else None}
-        if len(paths) > p.max_dumps:
-            ev["dumps_not_scanned"] = len(paths) - p.max_dumps
+        if len(paths) > scanned + len(unreadable):
+            ev["dumps_not_scanned"] = len(paths) - scanned - len(unreadable)
         if unreadable:
             ev["unreadable_dumps"] = unreadable[:5]
         if not problems:

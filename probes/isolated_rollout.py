@@ -36,7 +36,7 @@ from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.dumps import load_train_dump
 from triage.probe import Cost, Probe
-from triage.run.run import NEEDS_HELP
+from triage.run.run import NEEDS_HELP, dump_order
 from triage.text_quality import GARBLED_AT, judge_texts
 
 if TYPE_CHECKING:
@@ -71,15 +71,9 @@ def _floats(value: Any) -> list[float] | None:
     return [float(x) for x in seq]
 
 
-def _dump_order(p: Path) -> tuple[int, int, str]:
-    stem = p.stem
-    digits = stem.removeprefix("eval_")
-    return (stem.startswith("eval_"), int(digits) if digits.isdigit() else 1 << 30, stem)
-
-
 def run_prompts(run: Run, limit: int) -> tuple[list[DumpPrompt], Path, int | str | None]:
     """Distinct prompts of the run's first rollout dump (lowest rollout id, training before eval)."""
-    paths = sorted(run.rollout_dump_paths(), key=_dump_order)
+    paths = sorted(run.rollout_dump_paths(), key=dump_order)
     if not paths:
         raise Unavailable("rollout_dump", "no rollout dump: the run's prompts, as the token ids it sent, come from one",
                           NEEDS_HELP["rollout_dump"])

@@ -21,13 +21,12 @@ counts), then the logged rollout metrics (`rollout/total_lengths`,
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from probes.config_rule import arg_flag, arg_float, arg_int, arg_value, as_int, hf_config
-from triage.errors import BadInput, TriageError, Unavailable
+from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 
@@ -57,13 +56,7 @@ def _dump_max_length(run: Run, limit: int) -> tuple[int | None, int]:
         return None, 0
     longest: int | None = None
     read = 0
-    for path in [p for p in run.rollout_dump_paths() if not Path(p).name.startswith("eval_")][:limit]:
-        try:
-            dump = run.rollout_dump(path)
-        except BadInput:
-            raise  # a hostile or corrupt dump stops the triage with a one-line error
-        except TriageError:
-            continue
+    for _, dump in run.rollout_dumps([], limit=limit):
         read += 1
         for sample in dump.samples:
             tokens = sample.get("tokens")

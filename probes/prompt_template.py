@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from triage.errors import BadInput, TriageError, Unavailable
+from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 
 from probes.base_model import checkpoint_location, read_json
-from probes.rollout_text import dump_order, parse_finish_rollout
+from probes.rollout_text import parse_finish_rollout
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -187,19 +187,7 @@ def sent_prompts(run: Run, max_dumps: int = 4, per_dump: int = 32) -> tuple[list
     """The prompts of the first rollout dumps, else the log's Finish-rollout samples; and unreadable dumps."""
     problems: list[str] = []
     out: list[SentPrompt] = []
-    paths = sorted((p for p in run.rollout_dump_paths() if not p.name.startswith("eval_")), key=dump_order)
-    read = 0
-    for path in paths:
-        if read >= max_dumps:
-            break
-        try:
-            dump = run.rollout_dump(path)
-        except BadInput:
-            raise
-        except TriageError as exc:
-            problems.append(str(exc))
-            continue
-        read += 1
+    for path, dump in run.rollout_dumps(problems, limit=max_dumps):
         for i, sample in enumerate(dump.samples[:per_dump]):
             prompt = sample.get("prompt")
             messages = _messages(prompt)

@@ -39,14 +39,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from triage.anomaly import evidence_number, head, tail, trend
-from triage.errors import TriageError, Unavailable
+from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.formats.dumps import reward_value
 from triage.metrics import Series, number_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 
-from probes.rollout_text import dump_order
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -164,19 +163,13 @@ def dump_answers(run: Run, p: RewardParams) -> dict[str, Any] | None:
     None when the run has no rollout dumps with both a text response and a label. A dump
     that cannot be read is listed and skipped: the metrics alone still decide.
     """
-    paths = sorted((x for x in run.rollout_dump_paths() if not x.name.startswith("eval_")), key=dump_order)
     checked = answered = answered_zero = 0
     examples: list[dict[str, Any]] = []
     problems: list[str] = []
     dumps: list[str] = []
-    for path in paths[: p.max_dumps]:
+    for path, dump in run.rollout_dumps(problems, limit=p.max_dumps):
         if checked >= p.dump_samples:
             break
-        try:
-            dump = run.rollout_dump(path)
-        except TriageError as exc:
-            problems.append(str(exc)[:200])
-            continue
         used = False
         for i, sample in enumerate(dump.samples):
             if checked >= p.dump_samples:
@@ -201,7 +194,7 @@ def dump_answers(run: Run, p: RewardParams) -> dict[str, Any] | None:
     out: dict[str, Any] = {"dumps": dumps, "samples_checked": checked, "contain_label": answered,
                            "contain_label_scored_0": answered_zero, "examples": examples}
     if problems:
-        out["unreadable"] = problems
+        out["unreadable"] = [problem[:200] for problem in problems]
     return out
 
 

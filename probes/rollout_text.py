@@ -14,12 +14,11 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from triage.errors import BadInput, TriageError, Unavailable
+from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
@@ -119,34 +118,14 @@ def _dump_id(path: Any, rollout_id: Any) -> int | None:
         return None
 
 
-def dump_order(path: Path) -> tuple[int, int, str]:
-    """Sort key for dump files: numeric rollout ids in order, other names after."""
-    try:
-        return 0, int(path.stem), path.name
-    except ValueError:
-        return 1, 0, path.name
-
-
 def dump_samples(run: Run, per_dump: int = 64, max_dumps: int = 8) -> tuple[list[RolloutSample], list[str]]:
     """Responses from the run's first `max_dumps` rollout dumps (lowest rollout id first).
 
     Only those dumps are read (a run may leave hundreds); an unreadable one is listed, not fatal.
     """
-    paths = sorted((p for p in run.rollout_dump_paths() if not p.name.startswith("eval_")), key=dump_order)
     problems: list[str] = []
     out = []
-    read = 0
-    for path in paths:
-        if read >= max_dumps:
-            break
-        try:
-            dump = run.rollout_dump(path)
-        except BadInput:
-            raise  # a hostile or corrupt dump stops the triage with a one-line error
-        except TriageError as exc:
-            problems.append(str(exc))
-            continue
-        read += 1
+    for path, dump in run.rollout_dumps(problems, limit=max_dumps):
         rid = _dump_id(path, dump.rollout_id)
         for i, sample in enumerate(dump.samples[:per_dump]):
             response = sample.get("response")

@@ -265,3 +265,57 @@ def test_hostile_train_dump_is_refused(tmp_path):
     with pytest.raises(UnsafeArtifact):
         load_train_dump(path)
     assert not marker.exists()
+
+
+# --- a run's rollout dumps, as the probes read them ----------------------------------
+
+
+def _run_with_dumps(tmp_path, names, hostile=None):
+    from triage.run import open_run
+
+    d = tmp_path / "run"
+    (d / "rollout_data").mkdir(parents=True)
+    (d / "job.log").write_text("[2026-08-01 10:00:00] train.py:1 - hello\n")
+    for name in names:
+        rid = int(name.removeprefix("eval_"))
+        sample = _RunsShell(hostile) if name == "2" and hostile else _sample(0)
+        torch.save({"rollout_id": rid, "samples": [sample]}, d / "rollout_data" / f"{name}.pt")
+    return d, open_run(str(d))
+
+
+def test_run_dumps_come_in_rollout_order_eval_last_and_stop_at_the_limit(tmp_path):
+    _, run = _run_with_dumps(tmp_path, ["10", "eval_0", "2", "1"])
+    problems: list[str] = []
+    assert [p.name for p, _ in run.rollout_dumps(problems)] == ["1.pt", "2.pt", "10.pt"]
+    assert [p.name for p, _ in run.rollout_dumps(problems, limit=2)] == ["1.pt", "2.pt"]
+    assert [d.rollout_id for _, d in run.rollout_dumps(problems, with_eval=True)] == [1, 2, 10, 0]
+    assert problems == []
+
+
+def test_a_dump_that_cannot_be_read_is_listed_and_the_next_one_read(tmp_path, monkeypatch):
+    import triage.formats.dumps as dumps
+    from triage.errors import TriageError
+
+    _, run = _run_with_dumps(tmp_path, ["1", "2", "3"])
+    real = dumps.load_rollout_dump
+
+    def load(path):
+        if path.name == "1.pt":
+            raise TriageError(f"{path}: still being written by rank 0")
+        return real(path)
+
+    monkeypatch.setattr(dumps, "load_rollout_dump", load)
+    problems: list[str] = []
+    assert [p.name for p, _ in run.rollout_dumps(problems, limit=2)] == ["2.pt", "3.pt"]
+    assert len(problems) == 1 and problems[0].endswith("1.pt: still being written by rank 0")
+
+
+def test_a_hostile_dump_stops_every_probe_that_reads_dumps(tmp_path):
+    """The reward check once listed a refused dump and went on; now it stops as the others do."""
+    from probes.reward_signal import RewardParams, dump_answers
+
+    marker = tmp_path / "pwned"
+    _, run = _run_with_dumps(tmp_path, ["1", "2"], hostile=marker)  # 2.pt runs a shell if unpickled
+    with pytest.raises(UnsafeArtifact, match="2.pt"):
+        dump_answers(run, RewardParams())
+    assert not marker.exists()

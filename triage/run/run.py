@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from triage.run.discover import Artifacts
 from triage.run.manifest import Manifest
@@ -145,6 +145,32 @@ class Run:
             dump = self._rollout_dumps[key] = load_rollout_dump(key)
         return dump
 
+    def rollout_dumps(self, problems: list[str], *, limit: int | None = None,
+                      with_eval: bool = False) -> Iterator[tuple[Path, RolloutDump]]:
+        """The rollout dumps that load, lowest rollout id first (eval dumps last, or left out).
+
+        Stops after `limit` loaded dumps. A dump that cannot be read is skipped and its
+        reason appended to `problems`; a hostile or corrupt one (BadInput) stops the triage
+        with its one-line error.
+        """
+        from triage.errors import BadInput, TriageError
+
+        paths = sorted((p for p in self.rollout_dump_paths() if with_eval or not p.name.startswith("eval_")),
+                       key=dump_order)
+        read = 0
+        for path in paths:
+            if limit is not None and read >= limit:
+                return
+            try:
+                dump = self.rollout_dump(path)
+            except BadInput:
+                raise
+            except TriageError as exc:
+                problems.append(str(exc))
+                continue
+            read += 1
+            yield path, dump
+
     def rollout_dump_paths(self) -> list[Path]:
         paths = list(self.artifacts.rollout_dumps)
         if paths:
@@ -157,3 +183,10 @@ class Run:
                     pattern = Path(template).name.replace("{rollout_id}", "*")
                     paths.extend(sorted(parent.glob(pattern)))
         return paths
+
+
+def dump_order(path: Path) -> tuple[bool, int, str]:
+    """Sort key for rollout dump files: training dumps by rollout id, other names after, eval dumps last."""
+    stem = path.stem
+    digits = stem.removeprefix("eval_")
+    return stem.startswith("eval_"), int(digits) if digits.isdigit() else 1 << 30, stem
