@@ -6,6 +6,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from triage.errors import BadInput, TriageError
 from triage.run.discover import Artifacts
 from triage.run.manifest import Manifest
 
@@ -153,8 +154,6 @@ class Run:
         reason appended to `problems`; a hostile or corrupt one (BadInput) stops the triage
         with its one-line error.
         """
-        from triage.errors import BadInput, TriageError
-
         paths = sorted((p for p in self.rollout_dump_paths() if with_eval or not p.name.startswith("eval_")),
                        key=dump_order)
         read = 0
