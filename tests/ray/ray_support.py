@@ -8,6 +8,7 @@ in sessions of their own) are found as descendants of those daemons.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -29,9 +30,17 @@ RAY = VENV_BIN / "ray"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free loopback ports: every socket is held until all are bound, so the
+    kernel cannot hand the same port out twice (Ray refuses a head given a port twice)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def _proc_table() -> dict[int, tuple[int, int, str]]:
@@ -71,10 +80,9 @@ class RayHead:
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
         self.temp_dir = Path(tempfile.mkdtemp(prefix="trgray", dir="/tmp"))
-        self.ports = {name: free_port() for name in (
-            "port", "dashboard-port", "ray-client-server-port", "node-manager-port", "object-manager-port",
-            "metrics-export-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port",
-        )}
+        names = ("port", "dashboard-port", "ray-client-server-port", "node-manager-port", "object-manager-port",
+                 "metrics-export-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port")
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self.sid: int | None = None
         self.starts = 0
 
