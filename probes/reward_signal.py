@@ -46,7 +46,6 @@ from triage.metrics import Series, number_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 
-
 if TYPE_CHECKING:
     from triage.run.run import Run
 
