@@ -30,6 +30,7 @@ from triage.finding import Observation
 from triage.metrics import flag_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import threshold
 
 from probes.rollout_text import CHAT_MARKERS, dump_samples, log_samples
 
@@ -244,7 +245,7 @@ class BaseModelProbe(Probe):
         closing = turn_closing(run, directory) if uses else None
         if closing is not None:
             ev["turn_closing"] = closing
-            if closing["closed_fraction"] < 0.1:
+            if closing["closed_fraction"] < threshold("base_model.closed_fraction"):
                 return self.observe(
                     "base",
                     f"Asked in the chat template, the model closed its turn with {closing['end_of_turn']} in "

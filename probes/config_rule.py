@@ -19,11 +19,26 @@ Rules and their sources (shared/seeds):
 - fp8 (003): FP8 training is a prime suspect for collapse; "violated" means the recipe is on.
 - moe_routing_replay (003): MoE without rollout routing replay (R3) lets inference and
   training pick different experts.
+- placement_resources (allenai/open-instruct#1431, verl-project/verl#6663): the placement
+  group's GPUs fit, but its bundles ask more CPUs, memory or a custom resource than the
+  cluster has, so it waits forever. The requests are read in Ray's own wordings: the
+  autoscaler's `No available node types can fulfill resource request {...}` and `The
+  following resource request cannot be scheduled right now: {...}`
+  (ray-project/ray python/ray/autoscaler/_private/autoscaler.py), the raylet's `The actor or
+  task with ID … cannot be scheduled right now. It requires {CPU: 32.000000, GPU: 1.000000}
+  for placement, however the cluster currently cannot provide …` / `…, but this node only has
+  remaining {3.000000/4.000000 CPU, …}` (src/ray/raylet/scheduling/cluster_task_manager.cc),
+  `ray status`'s `Demands:` lines, and slime's `Waiting for placement group of N GPUs` (its
+  bundles are {"GPU": 1, "CPU": 1}, THUDM/slime slime/ray/placement_group.py). The cluster's
+  resources come from `ray status`'s `Usage:` block, `ray start --num-cpus/--num-gpus`
+  echoed by the launch script, or the manifest's `cluster_cpus` / `cluster_gpus` /
+  `cluster_memory_gb`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,6 +61,7 @@ Rule = Literal[
     "ref_load_for_kl",
     "fp8",
     "moe_routing_replay",
+    "placement_resources",
 ]
 
 _FALSE_WORDS = ("", "false", "0", "no", "none", "null", "off")
@@ -306,6 +322,81 @@ class ConfigRule(Probe):
             0.85,
             **evidence,
         )
+
+    # placement_resources --------------------------------------------------------------
+
+    def _rule_placement_resources(self, run: Run) -> Observation:
+        scan = scan_placement(run)
+        demands, capacity = scan.demands, scan.capacity
+        evidence: dict[str, Any] = {
+            "demands": [d.as_dict() for d in demands[:MAX_DEMANDS_SHOWN]],
+            "cluster": {k: {"total": v, "from": scan.capacity_from[k]} for k, v in sorted(capacity.items())},
+        }
+        if not demands:
+            return self._obs("not_applicable",
+                             "The log shows no placement group or resource request waiting (no Ray scheduling message, "
+                             "no placement-group wait).", 0.5, **evidence)
+        gpus = capacity.get("GPU")
+        decided: list[tuple[Demand, list[tuple[str, float, float]]]] = []
+        infeasible: list[Demand] = []
+        gpu_short: list[Demand] = []
+        for d in demands:
+            if "GPU" in d.resources and gpus is not None and d.resources["GPU"] > gpus + 1e-9:
+                gpu_short.append(d)  # the GPUs do not fit either: sched.insufficient_gpus' case, not this rule's
+                continue
+            short = [(res, need, capacity[res]) for res, need in d.resources.items()
+                     if res != "GPU" and res in capacity and need > capacity[res] + 1e-9]
+            if short:
+                decided.append((d, short))
+            elif d.kind == "infeasible" and ("GPU" not in d.resources or gpus is not None) and any(
+                    res != "GPU" for res in d.resources):
+                infeasible.append(d)
+        if decided:
+            d, short = decided[0]
+            what = ", ".join(f"{_amount(res, need)} > {_amount(res, have)} ({scan.capacity_from[res]})" for res, need, have in short)
+            gpu_words = (f"; its {d.resources['GPU']:g} GPUs fit the cluster's {gpus:g}" if "GPU" in d.resources and gpus is not None
+                         else "; it asks no GPUs" if "GPU" not in d.resources else "; the cluster's GPU count is unknown")
+            evidence.update(shortfall=[{"resource": r, "requested": n, "cluster": h} for r, n, h in short],
+                            deciding=d.as_dict(), arithmetic=f"{d.words()}: {what}")
+            return self._obs(
+                "violated",
+                f"The job waits on {d.words()} ({d.where}): {what}{gpu_words}. The placement group can never be "
+                "scheduled until the bundles ask less or the nodes offer more.",
+                0.9 if "GPU" not in d.resources or gpus is not None else 0.75,
+                **evidence,
+            )
+        if infeasible:
+            d = infeasible[0]
+            gpu_words = (f"its {d.resources['GPU']:g} GPUs fit the cluster's {gpus:g}, so the rest of the request "
+                         f"({', '.join(_amount(r, v) for r, v in d.resources.items() if r != 'GPU')}) is what no node has"
+                         if "GPU" in d.resources else "it asks no GPUs at all")
+            evidence.update(deciding=d.as_dict(), arithmetic=f"{d.words()}: infeasible; {gpu_words}")
+            return self._obs(
+                "violated",
+                f"Ray reports {d.words()} infeasible ({d.where}): {gpu_words}.",
+                0.85,
+                **evidence,
+            )
+        if gpu_short and len(gpu_short) == len(demands):
+            d = gpu_short[0]
+            evidence["arithmetic"] = f"{d.words()}: {d.resources['GPU']:g} GPU > {gpus:g} GPU ({scan.capacity_from['GPU']})"
+            return self._obs("satisfied",
+                             f"The waiting request asks more GPUs than the cluster has ({evidence['arithmetic']}): the wait "
+                             "is on GPUs, not on CPUs, memory or custom resources.", 0.8, **evidence)
+        demands = [d for d in demands if d not in gpu_short]
+        unknown = sorted({res for d in demands for res in d.resources if res != "GPU" and res not in capacity})
+        if unknown:
+            raise Unavailable(
+                "log",
+                f"the job asks {', '.join(unknown)} in its placement group, and the cluster's total of "
+                f"{'it' if len(unknown) == 1 else 'them'} is unknown",
+                "keep `ray status` output in the job log (its Usage: block), or set args.cluster_cpus / "
+                "args.cluster_memory_gb in triage.yaml",
+            )
+        evidence["arithmetic"] = "; ".join(f"{d.words()} within the cluster's resources" for d in demands[:3])
+        return self._obs("satisfied",
+                         "Every waiting request fits the cluster's CPUs, memory and custom resources "
+                         f"({', '.join(_amount(k, v) for k, v in sorted(capacity.items()))}).", 0.8, **evidence)
 
     # global_batch ---------------------------------------------------------------------
 
@@ -680,3 +771,156 @@ class ConfigRule(Probe):
             checked += 1
             with_experts += int(dump.has_routed_experts())
         return checked, with_experts, unreadable
+
+
+# --- placement groups: what waits, and what the cluster has ---------------------------------
+
+MAX_DEMANDS_SHOWN = 10
+PLACEMENT_HEAD_BYTES = 32 << 20  # a job stuck at submission has written little; its scheduling lines come first
+_PG_INFEASIBLE = re.compile(r"No available node types can fulfill resource request (?P<req>\{[^}]*\})")
+_PG_PENDING = re.compile(r"The following resource request cannot be scheduled right now: (?P<req>\{[^}]*\})")
+_RAYLET = re.compile(
+    r"cannot be scheduled right now\. It requires (?P<req>\{[^}]*\}) for placement, "
+    r"(?:however the cluster currently cannot provide|but this node only has remaining (?P<node>\{[^}]*\}))"
+)
+_STATUS_DEMAND = re.compile(
+    r"^\s*(?P<req>\{[^}]*\})\s*\*\s*(?P<n>\d+)\s*\((?P<strategy>[A-Z_]+)\):\s*\d+\+ pending placement groups")
+_STATUS_USAGE_HEAD = re.compile(r"^\s*(?:Total )?Usage:\s*$")
+_STATUS_USAGE = re.compile(
+    r"^\s*(?P<used>[\d.]+)(?P<uu>[KMGTP]?i?B)?/(?P<total>[\d.]+)(?P<tu>[KMGTP]?i?B)?\s+(?P<res>[A-Za-z_][\w:.-]*)")
+_RAY_START = re.compile(r"\bray start\b(?P<rest>.*)$")
+_NUM_FLAG = re.compile(r"--num-(?P<what>cpus|gpus)[= ](?P<n>\d+)")
+_PAIR = re.compile(r"['\"]?(?P<key>[A-Za-z_][\w:.-]*)['\"]?\s*:\s*(?P<val>[\d.]+)")
+_NODE_PAIR = re.compile(r"(?P<avail>[\d.]+)\s*(?P<au>[KMGTP]?i?B)?/(?P<total>[\d.]+)\s*(?P<tu>[KMGTP]?i?B)?\s+(?P<res>[A-Za-z_][\w:.-]*)")
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "KB": 10**3, "MB": 10**6, "GB": 10**9,
+          "TB": 10**12}
+_IGNORED = re.compile(r"^(?:node:|bundle|object_store_memory|accelerator_type:)|_group_")
+
+
+class Demand:
+    """One resource request that waits: a bundle (or a whole group) and where it was read."""
+
+    def __init__(self, resources: dict[str, float], kind: str, where: str, text: str, how: str) -> None:
+        self.resources = resources
+        self.kind = kind  # "infeasible" (Ray: no node type can fulfil it) | "pending"
+        self.where = where
+        self.text = text
+        self.how = how
+
+    def words(self) -> str:
+        return f"{self.how} ({', '.join(_amount(k, v) for k, v in self.resources.items())} in all)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"resources": self.resources, "kind": self.kind, "how": self.how, "where": self.where, "text": self.text[:300]}
+
+
+class PlacementScan:
+    def __init__(self) -> None:
+        self.demands: list[Demand] = []
+        self.capacity: dict[str, float] = {}
+        self.capacity_from: dict[str, str] = {}
+
+    def have(self, res: str, total: float, where: str, *, override: bool = False) -> None:
+        if override or res not in self.capacity:
+            self.capacity[res] = total
+            self.capacity_from[res] = where
+
+
+def _amount(res: str, value: float) -> str:
+    if res == "memory":
+        return f"{value / (1 << 30):.1f} GiB memory"
+    return f"{value:g} {res}"
+
+
+def _resources(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for m in _PAIR.finditer(text):
+        if not _IGNORED.search(m["key"]):
+            out[m["key"]] = out.get(m["key"], 0.0) + float(m["val"])
+    return out
+
+
+def _bytes(value: str, unit: str | None) -> float:
+    return float(value) * _UNITS.get(unit or "B", 1)
+
+
+def scan_placement(run: Run) -> PlacementScan:
+    """Waiting resource requests and the cluster's resources, from the logs' heads, the manifest and slime's waits."""
+    from triage.versions import head_lines
+
+    scan = PlacementScan()
+    starts: list[tuple[str, dict[str, float]]] = []
+    for path in run.artifacts.logs if run.artifacts.logs else []:
+        usage: dict[str, tuple[float, str]] | None = None
+        for n, line in head_lines(Path(path), PLACEMENT_HEAD_BYTES):
+            where = f"{path}:{n}"
+            if usage is not None:
+                m = _STATUS_USAGE.match(line)
+                if m:
+                    total = _bytes(m["total"], m["tu"]) if m["tu"] else float(m["total"])
+                    usage[m["res"]] = (total, where)
+                    continue
+                for res, (total, w) in usage.items():
+                    if not _IGNORED.search(res):
+                        scan.have(res, total, f"ray status, {w}", override=True)  # the latest `ray status` wins
+                usage = None
+            if "Usage:" in line and _STATUS_USAGE_HEAD.match(line):
+                usage = {}
+                continue
+            if "resource request" in line:
+                m = _PG_INFEASIBLE.search(line)
+                if m:
+                    scan.demands.append(Demand(_resources(m["req"]), "infeasible", where, line.strip(), "the resource request"))
+                    continue
+                m = _PG_PENDING.search(line)
+                if m:
+                    scan.demands.append(Demand(_resources(m["req"]), "pending", where, line.strip(), "the resource request"))
+                    continue
+            if "cannot be scheduled right now" in line:
+                m = _RAYLET.search(line)
+                if m:
+                    kind = "pending" if m["node"] else "infeasible"
+                    scan.demands.append(Demand(_resources(m["req"]), kind, where, line.strip(), "the actor or task's request"))
+                    for q in _NODE_PAIR.finditer(m["node"] or ""):
+                        res = q["res"]
+                        if not _IGNORED.search(res):
+                            total = _bytes(q["total"], q["tu"]) if q["tu"] else float(q["total"])
+                            scan.have(res, total, f"the node's total, {where}")
+                    continue
+            if "pending placement groups" in line:
+                m = _STATUS_DEMAND.match(line)
+                if m:
+                    bundle = _resources(m["req"])
+                    count = int(m["n"])
+                    group = {k: v * count for k, v in bundle.items()}
+                    scan.demands.append(Demand(group, "pending", where, line.strip(),
+                                               f"a placement group of {count} x {m['req']} ({m['strategy']})"))
+                    continue
+            if "ray start" in line:
+                m = _RAY_START.search(line)
+                if m:
+                    starts.append((where, {f["what"]: float(f["n"]) for f in _NUM_FLAG.finditer(m["rest"])}))
+        if usage:
+            for res, (total, w) in usage.items():
+                if not _IGNORED.search(res):
+                    scan.have(res, total, f"ray status, {w}", override=True)
+    if starts:
+        for what, res in (("cpus", "CPU"), ("gpus", "GPU")):
+            if all(what in flags for _, flags in starts):
+                total = sum(flags[what] for _, flags in starts)
+                nodes = len(starts)
+                scan.have(res, total, f"ray start --num-{what} on {nodes} node{'s' if nodes > 1 else ''}, {starts[0][0]}")
+    for arg, res, scale in (("cluster_cpus", "CPU", 1.0), ("cluster_gpus", "GPU", 1.0),
+                            ("cluster_memory_gb", "memory", float(1 << 30))):
+        value = arg_float(run, arg)
+        if value is not None:
+            scan.have(res, value * scale, f"args.{arg}", override=True)
+    waits = run.log.placement_group_waits if run.artifacts.logs else []
+    if waits:
+        last = waits[-1]
+        need = max(w.gpus_needed for w in waits)
+        scan.have("GPU", float(max(w.gpus_registered for w in waits)), f"GPUs registered with Ray, {last.line.where()}")
+        # slime asks one CPU with every GPU: bundles = [{"GPU": 1, "CPU": 1}] * N (slime/ray/placement_group.py)
+        scan.demands.append(Demand({"GPU": float(need), "CPU": float(need)}, "pending", last.line.where(), last.line.text,
+                                   f"slime's placement group of {need} bundles {{GPU: 1, CPU: 1}}"))
+    return scan

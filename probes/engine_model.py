@@ -126,6 +126,7 @@ class EngineModel(Probe):
     needs = ()  # the log's SGLang launch lines, or a live engine (--engine)
     cost = Cost.STATIC
     live_engine = True  # asks a live engine when the run names one: never cached
+    contacts_engine = True  # GET /get_model_info of each consented engine (read-only)
 
     def examine(self, run: Run) -> Observation:
         configured = arg_str(run, "hf_checkpoint")

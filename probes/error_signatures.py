@@ -42,6 +42,13 @@ SIGNATURE_FILE = "signatures.yaml"
 OUTCOMES = (
     "cuda_oom",
     "host_oom_killed",
+    "killed",
+    "sched_ended",
+    "network_failure",
+    "gpu_fault",
+    "disk_full",
+    "version_mismatch",
+    "sample_too_long",
     "nccl_abort",
     "illegal_memory_access",
     "engine_port_conflict",
@@ -56,6 +63,18 @@ OUTCOMES = (
 )
 # Outcomes a signature may name; the last two are what is left when none matches.
 SIGNATURE_OUTCOMES = OUTCOMES[:-2]
+
+# Outcomes of a process ended from outside, strongest evidence of why first: memory named
+# (kernel OOM killer, cgroup, Ray's memory monitor), then the scheduler's own message or a
+# SIGTERM, then a bare SIGKILL (which alone says nothing about why).
+KILL_FAMILY = ("host_oom_killed", "sched_ended", "killed")
+
+# Errors that report another process's death rather than a cause of their own: the
+# launcher's summary (torchrun's ChildFailedError) and Ray's actor-death wrappers.
+CONSEQUENCE_LINE = re.compile(
+    r"\bChildFailedError\b|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
+    r"|\bOwnerDiedError\b|\bRayTaskError\b"
+)
 
 # How far back (lines, same file) a signature's context may be found when the
 # matched line has no traceback frames of its own.
@@ -90,9 +109,22 @@ class Signature:
     context: tuple[re.Pattern[str], ...]
     source: str
     explanation: str
+    # where each pattern's wording comes from (repo + file, or a thread), one per pattern
+    pattern_sources: tuple[str, ...] = ()
+    # "window": the context may be on error lines shortly before; "frames": only the line and its frames
+    context_scope: Literal["window", "frames"] = "window"
+    # a hardware fault is local: the match counts only when its lines come from one node
+    one_node: bool = False
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
+
+    def matching_source(self, text: str) -> str:
+        """The source of the first pattern that matches `text` (the entry's source if none names one)."""
+        for i, p in enumerate(self.patterns):
+            if p.search(text):
+                return self.pattern_sources[i] if i < len(self.pattern_sources) and self.pattern_sources[i] else self.source
+        return self.source
 
     def context_holds(self, texts: Iterable[str]) -> bool:
         if not self.context:
@@ -122,12 +154,33 @@ class ErrorScan:
         return [m for m in self.matches if m.signature.outcome == outcome]
 
     def decisive(self) -> SignatureMatch | None:
-        """The root of the failure by the module's rule: earliest root, else earliest cascade."""
+        """The root of the failure by the module's rule: earliest root, else earliest cascade.
+
+        Two refinements. A process killed from outside (the kill family) is decided by
+        what says why: memory evidence anywhere in the log, else the scheduler's own
+        message or SIGTERM, else the bare SIGKILL. And a cascade, or a bare SIGKILL, that
+        comes after an error no signature lists is that error's consequence: then nothing
+        here decides (None), and the unlisted error is the one to locate.
+        """
+        first_fatal = min((f[1] for f in self.fatal_lines if not CONSEQUENCE_LINE.search(f[0].text)), default=None)
         roots = [m for m in self.matches if m.signature.role == "root"]
         if roots:
-            return min(roots, key=lambda m: m.order)
+            chosen = min(roots, key=lambda m: m.order)
+            if chosen.signature.outcome in KILL_FAMILY:
+                family = [m for m in roots if m.signature.outcome in KILL_FAMILY]
+                for outcome in KILL_FAMILY:  # strongest evidence first
+                    of_kind = [m for m in family if m.signature.outcome == outcome]
+                    if of_kind:
+                        chosen = min(of_kind, key=lambda m: m.order)
+                        break
+                if chosen.signature.outcome == "killed" and first_fatal is not None and first_fatal < chosen.order:
+                    return None
+            return chosen
         if self.matches:
-            return min(self.matches, key=lambda m: m.order)
+            chosen = min(self.matches, key=lambda m: m.order)
+            if first_fatal is not None and first_fatal < chosen.order:
+                return None
+            return chosen
         return None
 
 
@@ -143,6 +196,26 @@ def _compile(entry_id: str, field_name: str, raw: Any) -> tuple[re.Pattern[str],
         except re.error as exc:
             raise SignatureTableError(f"{SIGNATURE_FILE}: signature {entry_id!r}: bad regex {r!r}: {exc}") from None
     return tuple(out)
+
+
+def _patterns(entry_id: str, raw: Any) -> tuple[tuple[re.Pattern[str], ...], tuple[str, ...]]:
+    """`patterns:` as regexes and their sources: each item a regex, or `{re: ..., source: ...}`."""
+    if not isinstance(raw, list):
+        raise SignatureTableError(f"{SIGNATURE_FILE}: signature {entry_id!r}: patterns must be a list")
+    regexes: list[Any] = []
+    sources: list[str] = []
+    for item in raw:
+        if isinstance(item, dict):
+            unknown = sorted(set(item) - {"re", "source"})
+            if unknown or not isinstance(item.get("re"), str):
+                raise SignatureTableError(
+                    f"{SIGNATURE_FILE}: signature {entry_id!r}: a pattern must be a regex or {{re, source}}, got {item!r}")
+            regexes.append(item["re"])
+            sources.append(str(item.get("source") or ""))
+        else:
+            regexes.append(item)
+            sources.append("")
+    return _compile(entry_id, "patterns", regexes), tuple(sources)
 
 
 def parse_signatures(raw: Any) -> tuple[Signature, ...]:
@@ -166,9 +239,12 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
         role = entry.get("role", "root")
         if role not in ("root", "cascade"):
             raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r}: role must be root or cascade")
-        patterns = _compile(sid, "patterns", entry.get("patterns"))
+        patterns, pattern_sources = _patterns(sid, entry.get("patterns"))
         if not patterns:
             raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r} has no patterns")
+        scope = entry.get("context_scope", "window")
+        if scope not in ("window", "frames"):
+            raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r}: context_scope must be window or frames")
         out.append(
             Signature(
                 id=sid,
@@ -178,6 +254,9 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
                 context=_compile(sid, "context", entry.get("context")),
                 source=str(entry.get("source", "")),
                 explanation=str(entry.get("explanation", "")),
+                pattern_sources=pattern_sources,
+                context_scope=scope,
+                one_node=bool(entry.get("one_node", False)),
             )
         )
     return tuple(out)
@@ -265,8 +344,10 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
         by_file.setdefault(line.path, []).append(line)
     numbers = {path: [ln.line_no for ln in file_lines] for path, file_lines in by_file.items()}
 
-    def context_texts(line: LogLine) -> list[str]:
+    def context_texts(line: LogLine, scope: str = "window") -> list[str]:
         texts = [line.text, *frames.get((line.path, line.line_no), ())]
+        if scope == "frames":
+            return texts
         nos, file_lines = numbers[line.path], by_file[line.path]
         lo = bisect.bisect_left(nos, line.line_no - CONTEXT_WINDOW)
         hi = bisect.bisect_left(nos, line.line_no)
@@ -274,19 +355,101 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
 
     result = ErrorScan()
     tb_keys = set(frames)
+    # lines a frames-scoped signature matched whose frames the index could not tie to them
+    pending: list[LogLine] = []
     for line in lines:
         key = (line.path, line.line_no)
         sig = None
         if prefilter is None or prefilter.search(line.text):
             sig = next(
-                (s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds(context_texts(line)))),
+                (s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds(context_texts(line, s.context_scope)))),
                 None,
             )
+            if sig is None and key not in frames and any(s.context_scope == "frames" and s.matches(line.text) for s in sigs):
+                pending.append(line)
         if sig is not None:
             result.matches.append(SignatureMatch(sig, line, order(line), frames.get(key, ())))
         elif key in tb_keys or (_may_be_fatal(line) and FATAL_LINE.search(line.text)):
             result.fatal_lines.append((line, order(line), frames.get(key, ())))
-    return result
+    if pending:
+        result = _with_remote_frames(log, sigs, result, pending, order)
+    return _local_faults_only(result)
+
+
+def _with_remote_frames(log: LogIndex, sigs: tuple[Signature, ...], result: ErrorScan, pending: list[LogLine],
+                        order: Any) -> ErrorScan:
+    """Read the frames of `pending` exception lines from the log's tracebacks (Ray prints a remote
+    error's frames after its `RayTaskError(...)` line, where the index does not tie them to the
+    error) and match those lines again with them."""
+    from pathlib import Path
+
+    from triage.formats.tracebacks import read_tracebacks
+
+    want = {(line.path, line.line_no) for line in pending}
+    try:
+        found = read_tracebacks([Path(f) for f in log.files], want).found
+    except OSError:
+        return result
+    extra: list[SignatureMatch] = []
+    for line in pending:
+        got = found.get((line.path, line.line_no))
+        if not got:
+            continue
+        sig = next((s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds([line.text, *got]))), None)
+        if sig is not None:
+            extra.append(SignatureMatch(sig, line, order(line), got))
+    if not extra:
+        return result
+    taken = {(m.line.path, m.line.line_no) for m in extra}
+    return ErrorScan(
+        matches=sorted(result.matches + extra, key=lambda m: m.order),
+        fatal_lines=[f for f in result.fatal_lines if (f[0].path, f[0].line_no) not in taken],
+    )
+
+
+_IP = re.compile(r"\bip=([\w.:-]+)")
+_HOST = re.compile(
+    r"\b(?:host|node|hostname)\s*[:=]\s*([\w.-]+)|\bON ([\w.-]+) CANCELLED\b|^([\w.-]+):\d+:\d+ \[\d+\] NCCL "
+)
+
+
+def node_of(line: LogLine) -> str | None:
+    """The node a log line comes from, where its prefix or text says (Ray's `ip=`, a host name)."""
+    for text in (line.source or "", line.text):
+        if m := _IP.search(text):
+            return m.group(1)
+    if m := _HOST.search(line.text):
+        return next(g for g in m.groups() if g)
+    return None
+
+
+_RANK_OF = re.compile(r"\b(?:default)?[Rr]ank[ =:\[]*(\d+)")
+
+
+def rank_of(line: LogLine) -> int | None:
+    """The rank a log line comes from: its `[rankN]:` prefix, or a `rank N` in its text."""
+    for text in (line.source or "", line.text):
+        if m := _RANK_OF.search(text):
+            return int(m.group(1))
+    return None
+
+
+def _local_faults_only(result: ErrorScan) -> ErrorScan:
+    """Drop the matches of one-node signatures whose lines come from several nodes: the same
+    "hardware" error on every node is software. Their lines stay as unlisted fatal lines."""
+    demoted: list[SignatureMatch] = []
+    for sig_id in {m.signature.id for m in result.matches if m.signature.one_node}:
+        ms = [m for m in result.matches if m.signature.id == sig_id]
+        nodes = {n for m in ms if (n := node_of(m.line)) is not None}
+        if len(nodes) > 1:
+            demoted.extend(ms)
+    if not demoted:
+        return result
+    gone = {id(m) for m in demoted}
+    return ErrorScan(
+        matches=[m for m in result.matches if id(m) not in gone],
+        fatal_lines=sorted(result.fatal_lines + [(m.line, m.order, m.frames) for m in demoted], key=lambda f: f[1]),
+    )
 
 
 # --- details the report quotes, per outcome ------------------------------------------
@@ -338,7 +501,34 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
                 break
     elif outcome == "ref_load_missing" and (p := _REF_LOAD_PATH.search(first)):
         out["ref_load"] = p.group(1)
+    elif outcome in ("gpu_fault", "network_failure", "disk_full", "sched_ended", "killed"):
+        nodes = sorted({n for m in matches if (n := node_of(m.line)) is not None})
+        if nodes:
+            out["nodes"] = nodes[:16]
+        if outcome == "gpu_fault" and (x := _XID.search(" ".join(m.line.text for m in matches))):
+            out["xid"] = int(x.group(1) or x.group(2))
+        if outcome == "disk_full" and (d := _DISK_PATH.search(first)):
+            out["path"] = d.group(1)
+        if outcome == "network_failure" and (a := _PEER.search(first)):
+            out["peer"] = a.group(1)
+        if outcome == "killed":
+            out["confirm"] = ("look for the kernel's `Out of memory: Killed process` in `dmesg -T` on the node, and for the "
+                              "scheduler's record of the job (`sacct -j JOB -o State,ExitCode,MaxRSS`, `kubectl describe pod`)")
+    elif outcome == "version_mismatch":
+        texts = [first, *matches[0].frames]
+        out["packages"] = sorted({m.group(1).replace("/", ".") for t in texts for m in _PACKAGE.finditer(t)})
+    elif outcome == "sample_too_long":
+        nums = [int(n) for n in re.findall(r"\b(\d{3,})\b", first)]
+        if nums:
+            out["token_counts"] = nums[:4]
     return out
+
+
+_XID = re.compile(r"\bXid \([^)]*\):\s*(\d+)|\bXid (\d+)\b")
+_DISK_PATH = re.compile(r"(?:device|exceeded)[:,]?\s*'([^']+)'")
+_PEER = re.compile(r"(?:Connect to|peer \[?|host )\s*([\w.:-]+(?:<\d+>)?)")
+_PACKAGE = re.compile(
+    r"\b(transformers|megatron[/.]core|transformer_engine|sglang|vllm|deepspeed|flash_attn|peft|accelerate|trl)\b")
 
 
 _SUMMARY = {
@@ -353,6 +543,13 @@ _SUMMARY = {
     "eos_boundary": "the chat template's end boundary came before its start",
     "ref_load_missing": "KL is on but the reference checkpoint (--ref-load) does not exist",
     "nan_check_failed": "Megatron's NaN check stopped training",
+    "killed": "a process was killed with SIGKILL, and nothing in the log says why",
+    "sched_ended": "the scheduler ended the job",
+    "network_failure": "a network connection between nodes (or to the router) failed",
+    "gpu_fault": "a GPU failed in hardware",
+    "disk_full": "a filesystem was full",
+    "version_mismatch": "a package called an API its installed dependency does not have",
+    "sample_too_long": "a sample was longer than a hard token budget",
 }
 
 
@@ -476,6 +673,9 @@ class ErrorSignatures(Probe):
             signature=sig.id,
             explanation=sig.explanation,
             guide=sig.source,
+            pattern_source=sig.matching_source(chosen.line.text),
+            rank=rank_of(chosen.line),
+            node=node_of(chosen.line),
             line=quote(chosen.line),
             frames=list(chosen.frames[-6:]),
             count=len(same),

@@ -6,7 +6,8 @@ are the zero-advantage skip and are fine. Two different failures hide behind "gr
 is high", and they have different causes:
 
 - `spikes`: isolated jumps far above the running level (robust z over the trailing
-  median / MAD), or any value above 100. One batch at a time: a bad sample, a
+  median / MAD) that also leave the guide's healthy range (above 1.0), or any value
+  above 100. A bump inside 0.001–1.0 is never a spike. One batch at a time: a bad sample, a
   numerically fragile module, or a learning rate at the edge.
 - `sustained_growth`: the level itself moves up and stays (a change point on the log
   scale, or an upward Mann-Kendall trend ending above 10, or values above 10 on a
@@ -28,9 +29,11 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import ChangePoint, Spike, change_point, evidence_number, find_spikes, median_mad, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
+from triage.health import CheckResult, unavailable
 from triage.metrics import Series
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import count, threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -39,15 +42,18 @@ if TYPE_CHECKING:
 class GradNormParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    window: int = 10  # trailing records forming the running level
-    spike_z: float = 6.0  # robust z (MADs above the trailing median) that makes a spike
-    spike_ratio: float = 5.0  # ... and at least this many times the trailing median
-    spike_abs: float = 100.0  # the guide: "spikes above 100 indicate instability"
-    unstable: float = 10.0  # the guide: "> 10.0 is unstable"
-    unstable_fraction: float = 0.3  # "exceeds 10.0 regularly": this share of records
-    growth_ratio: float = 3.0  # a level shift at least this large counts as growth
-    trend_alpha: float = 0.01
-    min_records: int = 5
+    # sources and units: triage/thresholds.yaml
+    window: int = count("grad_norm.window")  # trailing records forming the running level
+    spike_z: float = threshold("grad_norm.spike_robust_z")  # robust z above the trailing median
+    spike_ratio: float = threshold("grad_norm.spike_ratio")  # ... and this many times the trailing median
+    healthy_max: float = threshold("grad_norm.healthy_max")  # ... and above the guide's healthy range
+    spike_abs: float = threshold("grad_norm.spike_abs")  # the guide: "spikes above 100 indicate instability"
+    unstable: float = threshold("grad_norm.unstable")  # the guide: "> 10.0 is unstable"
+    unstable_fraction: float = threshold("grad_norm.unstable_fraction")  # "exceeds 10.0 regularly"
+    growth_ratio: float = threshold("grad_norm.growth_ratio")  # a level shift this large counts as growth
+    trend_alpha: float = threshold("grad_norm.trend_alpha")
+    trend_min_tau: float = threshold("grad_norm.trend_min_tau")
+    min_records: int = count("health.grad_norm.min_records")
 
 
 @dataclass
@@ -117,7 +123,7 @@ def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | 
         a.reason = (f"grad_norm exceeds {p.unstable:g} on {unstable_frac:.0%} of {v.size} records "
                     f"(median {med:.3g}), first at step {first}")
         return a
-    if t.rising(alpha=p.trend_alpha, min_tau=0.5) and tail_median > p.unstable:
+    if t.rising(alpha=p.trend_alpha, min_tau=p.trend_min_tau) and tail_median > p.unstable:
         a.status = "sustained_growth"
         a.onset_step = int(st[np.argmax(v > p.unstable)]) if (v > p.unstable).any() else int(st[0])
         a.reason = (f"grad_norm climbs steadily (Kendall tau {t.tau:.2f}) to a final median of {tail_median:.3g}, "
@@ -125,7 +131,7 @@ def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | 
         return a
 
     spikes = find_spikes(v, st, window=p.window, z_threshold=p.spike_z, min_ratio=p.spike_ratio,
-                         abs_threshold=p.spike_abs)
+                         abs_threshold=p.spike_abs, floor=p.healthy_max)
     if spikes:
         a.status, a.spikes, a.onset_step = "spikes", spikes, spikes[0].step
         top = max(spikes, key=lambda s: s.value)
@@ -136,6 +142,30 @@ def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | 
     return a
 
 
+def usable_records(series: Series) -> int:
+    """Finite, non-zero grad_norm records (0.0 is the zero-advantage skip)."""
+    return int(np.sum(np.isfinite(series.values) & (series.values > 0)))
+
+
+def evaluate(run: Run, p: GradNormParams) -> tuple[CheckResult, GradNormAssessment | None]:
+    """The grad-norm health check and the assessment behind it (None when it could not run)."""
+    series = run.metrics.get("grad_norm")
+    if series is None:
+        return unavailable("grad_norm", 0, p.min_records,
+                           "the run logged no grad_norm (train/grad_norm, actor/grad_norm or grad_norm)"), None
+    a = assess_grad_norm(series, p)
+    if a is None:
+        n = usable_records(series)
+        return unavailable("grad_norm", n, p.min_records,
+                           f"only {n} usable grad_norm records ({series.source}); {p.min_records} are needed"), None
+    return CheckResult("grad_norm", True, a.status == "healthy", a.records, p.min_records, a.reason), a
+
+
+def check(run: Run, params: GradNormParams | None = None) -> CheckResult:
+    """Is the grad norm free of spikes and growth, over enough records to tell?"""
+    return evaluate(run, params or GradNormParams())[0]
+
+
 @dataclass
 class LossSpikes:
     source: str
@@ -143,14 +173,16 @@ class LossSpikes:
     median: float
 
 
-def loss_spikes(series: Series, window: int = 10, min_ratio: float = 2.0, z: float = 6.0) -> LossSpikes | None:
+def loss_spikes(series: Series, window: int = count("grad_norm.window"), min_ratio: float = threshold("loss.spike_ratio"),
+                z: float = threshold("loss.spike_robust_z")) -> LossSpikes | None:
     """Loss jumps of 2x or more over its running level (the axolotl guide's "2–10x").
 
     Only for a loss that is a positive level (SFT-style cross-entropy); a policy-gradient
     loss centred on zero has no level to be a multiple of, so it yields None.
     """
     v = series.values[np.isfinite(series.values)]
-    if v.size < 5 or float(np.mean(v > 0)) < 0.95 or float(np.median(v)) < 1e-3:
+    if (v.size < count("loss.min_records") or float(np.mean(v > 0)) < threshold("loss.positive_share")
+            or float(np.median(v)) < threshold("loss.min_level")):
         return None
     ok = np.isfinite(series.values)
     spikes = find_spikes(series.values[ok], series.steps[ok], window=window, z_threshold=z, min_ratio=min_ratio)
@@ -168,18 +200,9 @@ class GradNormHealth(Probe):
 
     def examine(self, run: Run) -> Observation:
         p: GradNormParams = self.params  # type: ignore[assignment]
-        series = run.metrics.get("grad_norm")
-        if series is None:
-            raise Unavailable("metrics", "the run logged no grad_norm (train/grad_norm or grad_norm)",
-                              NEEDS_HELP["metrics"])
-        a = assess_grad_norm(series, p)
+        result, a = evaluate(run, p)
         if a is None:
-            raise Unavailable(
-                "metrics",
-                f"only {int(np.sum(np.isfinite(series.values) & (series.values > 0)))} usable grad_norm records "
-                f"({series.source}); {p.min_records} are needed",
-                NEEDS_HELP["metrics"],
-            )
+            raise Unavailable("metrics", result.detail, NEEDS_HELP["metrics"])
         confidence = {"healthy": 0.8, "spikes": 0.75, "sustained_growth": 0.85}[a.status]
         summary = a.reason + "."
-        return self.observe(a.status, summary, confidence, **a.evidence())
+        return self.observe(a.status, summary, confidence, check=result.as_evidence(), **a.evidence())

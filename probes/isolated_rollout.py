@@ -166,6 +166,7 @@ class IsolatedRollout(Probe):
     needs = ()
     cost = Cost.CPU
     live_engine: ClassVar[bool] = True  # talks to a live engine when the run names one: never cached
+    contacts_engine = True  # /generate on a consented live engine (else a local transformers model)
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)

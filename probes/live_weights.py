@@ -98,6 +98,7 @@ class LiveWeights(Probe):
     needs = ("engine",)
     cost = Cost.CPU
     live_engine: ClassVar[bool] = True  # talks to a live engine: its findings must not be cached
+    contacts_engine = True  # reads checksums / weights by name; sends nothing that changes the engine
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)

@@ -33,7 +33,9 @@ from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.metrics import flag_arg, number_arg
 from triage.probe import Cost, Probe
+from triage.health import CheckResult, unavailable
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import count, threshold
 
 from probes.grad_norm_health import GradNormParams, assess_grad_norm, loss_spikes
 from probes.nonfinite_onset import nonfinite_by_series
@@ -46,16 +48,23 @@ if TYPE_CHECKING:
 class LrParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    high_lr: float = 1e-5  # above this, full-parameter RL post-training is far above typical (~1e-6)
-    high_lr_lora: float = 1e-3
-    low_lr: float = 1e-7  # below this, full-parameter RL updates are tiny
-    low_lr_lora: float = 1e-6
-    min_good_records: int = 3  # records of healthy training before the instability
-    peak_window: float = 0.25  # instability within 25% of the warmup length around the peak "begins at the peak"
-    peak_steps: int = 5  # ... and at least this many steps either side
-    track_correlation: float = 0.7  # Spearman rho of grad_norm vs LR that counts as "tracks the schedule"
-    tiny_kl: float = 1e-4  # KL to the reference that never exceeds this: the policy barely moved
-    growth_ratio: float = 3.0  # a grad_norm this many times the run's early level marks the onset
+    # sources and units: triage/thresholds.yaml
+    high_lr: float = threshold("lr.high_full")  # far above typical for full-parameter RL (~1e-6)
+    high_lr_lora: float = threshold("lr.high_lora")
+    low_lr: float = threshold("lr.low_full")  # below this, full-parameter RL updates are tiny
+    low_lr_lora: float = threshold("lr.low_lora")
+    min_good_records: int = count("lr.min_good_records")  # records of healthy training before the instability
+    peak_window: float = threshold("lr.peak_window")  # share of the warmup around the peak: "at the peak"
+    peak_steps: int = count("lr.peak_steps")  # ... and at least this many steps either side
+    peak_share: float = threshold("lr.peak_share")  # the first LR this close to the peak reaches it
+    warmup_share: float = threshold("lr.warmup_share")  # a first LR below this share of the peak: warmup
+    track_correlation: float = threshold("lr.track_correlation")  # Spearman rho of grad_norm vs LR
+    tiny_kl: float = threshold("lr.tiny_kl")  # KL to the reference that never exceeds this: barely moved
+    growth_ratio: float = threshold("lr.growth_ratio")  # this many times the run's early level: the onset
+    loss_flat: float = threshold("lr.loss_flat")  # relative loss change that is "stops decreasing"
+    loss_min_records: int = count("lr.loss_min_records")
+    loss_alpha: float = threshold("reward.trend_alpha")
+    min_records: int = count("health.lr_schedule.min_records")  # grad-norm records the check needs
 
 
 def relative_onset(steps: np.ndarray, values: np.ndarray, baseline_records: int, ratio: float) -> tuple[int, float] | None:
@@ -77,6 +86,9 @@ def relative_onset(steps: np.ndarray, values: np.ndarray, baseline_records: int,
     return int(st[baseline_records + later[0]]), level
 
 
+RANK_MIN = count("recent.min_records")  # pairs a rank correlation needs
+
+
 def _ranks(x: np.ndarray) -> np.ndarray:
     """Ranks with ties averaged (a constant LR after warmup must not look like a rising one)."""
     _values, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
@@ -86,7 +98,7 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    if a.size < 5 or np.all(a == a[0]) or np.all(b == b[0]):
+    if a.size < RANK_MIN or np.all(a == a[0]) or np.all(b == b[0]):
         return 0.0
     return float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])
 
@@ -120,8 +132,8 @@ class LrSchedule(Probe):
         ev: dict[str, Any] = {}
         if lr is not None and len(lr):
             peak = float(lr.values.max())
-            peak_step = int(lr.steps[np.argmax(lr.values >= 0.99 * peak)])
-            warmup = bool(lr.values[0] < 0.5 * peak)
+            peak_step = int(lr.steps[np.argmax(lr.values >= p.peak_share * peak)])
+            warmup = bool(lr.values[0] < p.warmup_share * peak)
             ev["lr"] = {"metric": lr.source, "peak": evidence_number(peak), "peak_step": peak_step,
                         "first": evidence_number(float(lr.values[0])), "last": evidence_number(float(lr.values[-1])),
                         "warmup": warmup}
@@ -229,11 +241,11 @@ class LrSchedule(Probe):
     @staticmethod
     def _tracking(run: Run, lr: Any) -> float | None:
         g = run.metrics.get("grad_norm")
-        if g is None or lr is None or len(lr) < 5:
+        if g is None or lr is None or len(lr) < RANK_MIN:
             return None
         lr_at = dict(zip(lr.steps.tolist(), lr.values.tolist()))
         pairs = [(lr_at[s], v) for s, v in zip(g.steps.tolist(), g.values.tolist()) if s in lr_at and np.isfinite(v)]
-        if len(pairs) < 5:
+        if len(pairs) < RANK_MIN:
             return None
         a = np.asarray(pairs)
         return _spearman(a[:, 0], a[:, 1])
@@ -248,13 +260,13 @@ class LrSchedule(Probe):
         if reward is not None and reward.status == "flat":
             signs.append("the reward never improves")
         loss = run.metrics.get("loss")
-        if loss is not None and len(loss.finite()) >= 10:
+        if loss is not None and len(loss.finite()) >= p.loss_min_records:
             lf = loss.finite()
             t = trend(lf.values, lf.steps)
             first, final = float(np.median(head(lf.values))), float(np.median(tail(lf.values)))
             ev["loss"] = {"metric": lf.source, "first_median": evidence_number(first),
                           "final_median": evidence_number(final), "trend": t.as_evidence()}
-            if not t.falling(alpha=0.05) and abs(final - first) <= 0.05 * max(abs(first), 1e-12):
+            if not t.falling(alpha=p.loss_alpha) and abs(final - first) <= p.loss_flat * abs(first):
                 signs.append(f"the loss stays at {final:.3g}")
         kl = run.metrics.get("kl") or run.metrics.get("ppo_kl")
         tiny = False
@@ -267,3 +279,18 @@ class LrSchedule(Probe):
         if not signs or (len(signs) == 1 and tiny):
             return ""
         return ", ".join(signs)
+
+
+def check(run: Run, params: LrParams | None = None) -> CheckResult:
+    """Does the learning rate explain no instability or plateau, over enough grad-norm records?"""
+    p = params or LrParams()
+    g = run.metrics.get("grad_norm")
+    n = int(np.sum(np.isfinite(g.values) & (g.values > 0))) if g is not None else 0
+    if n < p.min_records:
+        what = "no grad_norm series" if g is None else f"only {n} usable grad_norm records"
+        return unavailable("lr_schedule", n, p.min_records, f"{what} to judge the schedule by; {p.min_records} are needed")
+    try:
+        obs = LrSchedule(p).examine(run)
+    except Unavailable as exc:
+        return unavailable("lr_schedule", n, p.min_records, exc.reason)
+    return CheckResult("lr_schedule", True, obs.outcome == "plausible", n, p.min_records, obs.summary)

@@ -22,6 +22,7 @@ from triage.finding import Observation
 from triage.metrics import Series
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import count, threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -47,8 +48,9 @@ WATCHED = (
 class NonfiniteParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_isolated: int = 3  # at most this many non-finite records, each followed by finite ones: a bad batch
-    trend_window: int = 10  # grad_norm values before the onset that the evidence quotes
+    # sources and units: triage/thresholds.yaml
+    max_isolated: int = count("nonfinite.max_isolated")  # recovered non-finite records that are bad batches
+    trend_window: int = count("nonfinite.trend_window")  # grad_norm values before the onset the evidence quotes
 
 
 def watched_series(run: Run) -> list[Series]:
@@ -105,7 +107,8 @@ def grad_norm_before(run: Run, onset_step: int, window: int) -> dict[str, Any] |
         "values": [evidence_number(v) for v in last_vals],
         "last_over_earlier_median": evidence_number(float(last_vals[-1]) / base) if base > 0 else None,
         "trend": t.as_evidence(),
-        "rising": t.rising(alpha=0.1) and float(last_vals[-1]) > 2 * base,
+        "rising": t.rising(alpha=threshold("nonfinite.rising_alpha"))
+        and float(last_vals[-1]) > threshold("nonfinite.rising_ratio") * base,
     }
 
 

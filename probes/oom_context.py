@@ -15,6 +15,14 @@ Four witnesses, most reliable first:
 - the last phase marker the log kept before the OOM (a weights update, a memory
   release / resume, Relax's `Actor training step i/N`);
 - the printing actor (`SGLangEngine pid=…`) and the error text itself.
+
+Before any of them: memory that is not returned across release/resume cycles. slime
+prints the GPU's memory at each offload / wake-up (`[Rank 0] Memory-Usage after offload
+model: {... 'used_GB': 21.4 ...}`, slime/utils/memory_utils.py `print_memory`) and verl
+at each offload (`After offload actor model during update_actor, memory allocated (GB):
+…, device memory used/total (GB): 21.4/79.1`, verl/utils/debug/performance.py). When the
+same phase's usage rises cycle after cycle and the OOM comes several rollouts in, it is a
+release leak (THUDM/slime#1022), not a first phase switch.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.log_index import LogLine
 from triage.probe import Cost, Probe
+from triage.thresholds import count, threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -126,6 +135,67 @@ def _last_event(run: Run, oom: SignatureMatch) -> LogLine | None:
     return max(before, key=lambda line: line.line_no) if before else None
 
 
+# slime's print_memory and verl's log_gpu_memory_usage, as each words the device memory in use.
+MEMORY_LINE = re.compile(
+    r"Memory-Usage (?P<slime>[^:{]+?)(?: \(cleared before print\))?: \{.*?'used_GB': (?P<used>[\d.]+)"
+    r"|(?P<verl>[A-Z][^,]*?(?:offload|onload|wake|sleep|release|resume)[^,]*), memory allocated \(GB\): [\d.]+, "
+    r"memory reserved \(GB\): [\d.]+, device memory used/total \(GB\): (?P<vused>[\d.]+)/",
+    re.I,
+)
+_RANK_IN = re.compile(r"\[Rank (\d+)\]")
+
+
+def memory_series(run: Run, before: LogLine | None = None) -> dict[str, list[tuple[float, LogLine]]]:
+    """Device memory in use at each release/resume phase line, per (rank, phase), in log order."""
+    series: dict[str, list[tuple[float, LogLine]]] = {}
+    for line in run.log.notable:
+        if line.tag not in ("release_memory", "resume_memory"):
+            continue
+        if before is not None and (line.path != before.path or line.line_no > before.line_no):
+            continue
+        m = MEMORY_LINE.search(line.text)
+        if not m:
+            continue
+        phase = (m.group("slime") or m.group("verl") or "").strip()
+        used = float(m.group("used") or m.group("vused"))
+        rank = _RANK_IN.search(line.text)
+        key = f"{phase} (rank {rank.group(1)})" if rank else phase
+        if line.source and not rank:
+            key += f" ({line.source})"
+        series.setdefault(key, []).append((used, line))
+    for points in series.values():
+        points.sort(key=lambda p: (p[1].path, p[1].line_no))
+    return series
+
+
+def release_leak(run: Run, oom: SignatureMatch) -> dict[str, Any] | None:
+    """The phase whose memory in use rises most steadily across cycles, when it is a leak."""
+    min_cycles = count("memory.leak_min_cycles")
+    min_growth = threshold("memory.leak_min_growth_gb")
+    best: dict[str, Any] | None = None
+    for key, points in memory_series(run, oom.line).items():
+        if len(points) < min_cycles:
+            continue
+        values = [v for v, _ in points]
+        rises = sum(1 for a, b in zip(values, values[1:]) if b > a)
+        falls = sum(1 for a, b in zip(values, values[1:]) if b < a)
+        growth = values[-1] - values[0]
+        if growth < min_growth or falls > 0 or rises < (len(values) - 1) * 0.75:
+            continue
+        if best is None or growth > best["growth_gb"]:
+            best = {
+                "phase": key,
+                "used_gb": [round(v, 2) for v in values],
+                "cycles": len(values),
+                "growth_gb": round(growth, 2),
+                "first": quote(points[0][1]),
+                "last": quote(points[-1][1]),
+                "min_cycles": min_cycles,
+                "min_growth_gb": min_growth,
+            }
+    return best
+
+
 def _in_engine(oom: SignatureMatch) -> bool:
     line = oom.line
     return bool(
@@ -140,7 +210,7 @@ class OomContext(Probe):
     """Where the CUDA OOM happened: inference engine, log-prob pass, first phase switch, or train step."""
 
     name = "oom_context"
-    outcomes = ("engine_side", "logprob_pass", "phase_switch", "training_step")
+    outcomes = ("release_leak", "engine_side", "logprob_pass", "phase_switch", "training_step")
     needs = ("log",)
     cost = Cost.STATIC
 
@@ -175,6 +245,19 @@ class OomContext(Probe):
         after = (
             f"after step {last_step}" if last_step is not None else "before any train step finished"
         )
+
+        leak = release_leak(run, oom)
+        evidence["memory_trend"] = leak
+        if leak is not None:  # several cycles went by before the OOM: not the first switch
+            return self.observe(
+                "release_leak",
+                f"GPU memory in use grew at every release/resume cycle before the OOM: {leak['phase']} went "
+                f"{' → '.join(f'{v:g}' for v in leak['used_gb'])} GB over {leak['cycles']} cycles "
+                f"(+{leak['growth_gb']:g} GB, {leak['first']['where']} … {leak['last']['where']}); the OOM came at {where}, "
+                f"{after}" + (f" and rollout {last_rollout}" if last_rollout is not None else "") + ", not at the first switch.",
+                0.8,
+                **evidence,
+            )
 
         stepped = last_step is not None
         # Witnesses in order of trust: timers, then frames, then the last phase marker line.

@@ -6,22 +6,30 @@ of records, at least 5), first that applies:
 1. `offpolicy_stale`: `sampling/importance_sampling_ratio/min` near 0 (healthy > 0.1) or
    the sampling log-prob difference > 1 — the rollouts came from weights far older than
    the policy being trained.
-2. `logprob_mismatch`: the engine's and the trainer's log-probs of the same tokens differ
+2. `growing_drift`: the train/rollout log-prob difference (or the mean log-prob gap)
+   rises steadily across rollouts (Mann-Kendall with Sen's slope over at least 10
+   records, the recent level at least twice the early one and above bf16 rounding):
+   state on the engine drifts across weight updates instead of a constant precision
+   gap (vllm-project/vime#64). Checked before the level itself, since a growing gap
+   ends above any bar.
+3. `logprob_mismatch`: the engine's and the trainer's log-probs of the same tokens differ
    (`train/train_rollout_logprob_abs_diff` / sampling difference > 0.1) while the IS ratios
    are not degenerate — precision, kernels or a weight-sync problem, not staleness. The
    0.1 is the guide's bar for bf16 training, where bf16 rounding alone leaves ~1e-2 per
    token. A trainer that runs in fp32 (`--bf16` and `--fp16` both off) is reproduced by a
-   matching engine to float32 rounding (~1e-6 per token), so there a difference above
-   `logp_mismatch_fp32` (1e-3, still 1000x that floor) already means the engine computes
+   matching engine to float32 rounding (~1e-6 per token), so there a difference at bf16
+   rounding size (`logp_mismatch_fp32`, bfloat16's unit roundoff 2^-8) already means the engine computes
    something else: a lower precision, a different kernel, different weights. Where the
    per-token difference was not logged, the gap between the rollout means of
    `rollout/rollout_log_probs` and `rollout/log_probs` (a lower bound of it) is judged.
-3. `entropy_collapse`: entropy < 0.01 — near-deterministic, near-identical completions.
-4. `kl_divergence`: KL to the reference > 2 and rising fast.
-5. `clip_aggressive`: PPO clipping on > 30% of tokens.
-6. `length_hacking`: the mean response length rises monotonically towards the limit while
+4. `entropy_collapse`: entropy < 0.01 — near-deterministic, near-identical completions.
+5. `kl_divergence`: KL to the reference > 2 and rising fast.
+6. `clip_aggressive`: PPO clipping on > 30% of tokens.
+7. `length_hacking`: the mean response length rises monotonically towards the limit while
    the reward rises.
-7. `none`.
+8. `none`.
+
+Every bar is in triage/thresholds.yaml with its source.
 """
 
 from __future__ import annotations
@@ -34,9 +42,11 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import Trend, evidence_number, head, tail, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
+from triage.health import CheckResult, unavailable
 from triage.metrics import Series, flag_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import count, threshold
 
 from probes.truncation import response_length_limit
 
@@ -47,19 +57,32 @@ if TYPE_CHECKING:
 class DriftParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    recent_fraction: float = 0.2  # the part of the run judged: the last 20% of records (at least 5)
-    is_ratio_min: float = 0.1  # healthy importance_sampling_ratio/min > 0.1
-    logp_stale: float = 1.0  # sampling logp difference > 1: far off-policy
-    logp_mismatch: float = 0.1  # healthy sampling logp difference < 0.1 (bf16 training)
-    logp_mismatch_fp32: float = 1e-3  # ... with an fp32 trainer, whose matching engine agrees to ~1e-6
-    train_rollout_kl: float = 0.1  # miles' train/train_rollout_kl above this is a mismatch
-    entropy_min: float = 0.01  # < 0.01 suggests mode collapse
-    kl_max: float = 2.0  # > 2.0: the policy has diverged from the reference
-    kl_growth: float = 2.0  # "rising fast": recent KL at least this multiple of the early KL, or a trend
-    clip_max: float = 0.3  # clip ratio > 0.3: clipping too aggressive
-    length_near_limit: float = 0.9  # recent mean length at this share of the limit counts as "at the limit"
-    trend_alpha: float = 0.01
-    min_tau: float = 0.5  # Kendall tau for "rises monotonically"
+    # sources and units: triage/thresholds.yaml
+    recent_fraction: float = threshold("recent.fraction")  # the part of the run judged: the last 20%
+    is_ratio_min: float = threshold("drift.is_ratio_min")  # healthy importance_sampling_ratio/min > 0.1
+    logp_stale: float = threshold("drift.logp_stale")  # sampling logp difference > 1: far off-policy
+    logp_mismatch: float = threshold("drift.logp_mismatch")  # healthy logp difference < 0.1 (bf16 training)
+    logp_mismatch_fp32: float = threshold("drift.logp_mismatch_fp32")  # ... fp32 trainer: bf16 rounding 2^-8
+    train_rollout_kl: float = threshold("drift.train_rollout_kl")  # miles' train/train_rollout_kl
+    entropy_min: float = threshold("drift.entropy_min")  # < 0.01 suggests mode collapse
+    kl_max: float = threshold("drift.kl_max")  # > 2.0: the policy has diverged from the reference
+    kl_growth: float = threshold("drift.kl_growth")  # "rising": recent KL this multiple of the early KL
+    clip_max: float = threshold("drift.clip_max")  # clip ratio > 0.3: clipping too aggressive
+    length_near_limit: float = threshold("drift.length_near_limit")  # recent mean length / limit
+    length_truncated_majority: float = threshold("drift.length_truncated_majority")
+    length_min_records: int = count("drift.length_min_records")
+    trend_alpha: float = threshold("drift.trend_alpha")
+    reward_trend_alpha: float = threshold("drift.reward_trend_alpha")
+    min_tau: float = threshold("drift.min_tau")  # Kendall tau for "rises monotonically"
+    growing_alpha: float = threshold("growing_drift.alpha")
+    growing_min_tau: float = threshold("growing_drift.min_tau")
+    growing_min_growth: float = threshold("growing_drift.min_growth")
+    growing_min_level: float = threshold("growing_drift.min_level")
+    growing_min_records: int = count("growing_drift.min_records")
+    min_records: int = count("health.drift.min_records")  # entropy / KL records the health check needs
+
+
+TINY = 1e-12  # a numerical guard: an early KL of exactly 0
 
 
 def _recent(s: Series, fraction: float) -> float:
@@ -93,6 +116,20 @@ def mean_logprob_gap(run: Run) -> Series | None:
                   np.asarray(gaps, dtype=np.float64))
 
 
+def growing_gap(gap: Series, p: DriftParams) -> dict[str, Any] | None:
+    """Evidence that a train/rollout log-prob gap rises steadily across rollouts, or None."""
+    if len(gap) < p.growing_min_records:
+        return None
+    t = trend(gap.values, gap.steps)
+    early, recent = float(np.median(head(gap.values))), float(np.median(tail(gap.values)))
+    if not (t.rising(alpha=p.growing_alpha, min_tau=p.growing_min_tau) and recent >= p.growing_min_level
+            and early > 0 and recent >= p.growing_min_growth * early):
+        return None
+    return {"metric": gap.source, "records": len(gap), "early_median": evidence_number(early),
+            "recent_median": evidence_number(recent), "growth": evidence_number(recent / early),
+            "trend": t.as_evidence(), "first_step": int(gap.steps[0]), "last_step": int(gap.steps[-1])}
+
+
 def _quote(s: Series, value: float, **extra: Any) -> dict[str, Any]:
     return {"metric": s.source, "recent_median": evidence_number(value), "records": len(s),
             "last_step": int(s.steps[-1]), **extra}
@@ -104,6 +141,7 @@ class PolicyDrift(Probe):
     name = "policy_drift"
     outcomes = (
         "offpolicy_stale",
+        # "growing_drift",  # PENDING-EDGES: declared once playbooks/drift.yaml has its edge
         "logprob_mismatch",
         "entropy_collapse",
         "kl_divergence",
@@ -164,6 +202,20 @@ class PolicyDrift(Probe):
         gap_val = _recent(gap, f) if gap is not None else None
         if gap_val is not None:
             ev["mean_logprob_gap"] = _quote(gap, gap_val)
+        judged = logp if logp is not None else gap
+        growing = growing_gap(judged, p) if judged is not None else None
+        if growing is not None and "growing_drift" in self.outcomes:  # PENDING-EDGES guard
+            ev["growing_gap"] = growing
+            return self.observe(
+                # "growing_drift",  # PENDING-EDGES: declared once playbooks/drift.yaml has its edge
+                f"The trainer-engine log-prob gap grows across rollouts instead of staying constant: "
+                f"{judged.key} rises from a median of {growing['early_median']:.3g} to "
+                f"{growing['recent_median']:.3g} ({growing['growth']:.1f}x) over {growing['records']} records "
+                f"(Kendall tau {growing['trend']['kendall_tau']:.2f}, p = {growing['trend']['p_value']:.2g}): state on "
+                "the engine drifts across weight updates.",
+                0.75,
+                **ev,
+            )
         if logp is not None:
             ev["logp_diff"]["threshold"] = bar
             ev["logp_diff"]["trainer_fp32"] = fp32
@@ -203,7 +255,7 @@ class PolicyDrift(Probe):
             kl_first = float(np.median(head(kl.values)))
             t = trend(kl.values, kl.steps)
             ev["kl"] = _quote(kl, kl_val, first_median=evidence_number(kl_first), trend=t.as_evidence())
-            rising_fast = t.rising(alpha=p.trend_alpha) or kl_val >= p.kl_growth * max(kl_first, 1e-12)
+            rising_fast = t.rising(alpha=p.trend_alpha) or kl_val >= p.kl_growth * max(kl_first, TINY)
             if kl_val > p.kl_max and rising_fast:
                 return self.observe(
                     "kl_divergence",
@@ -234,7 +286,7 @@ class PolicyDrift(Probe):
     def _length_hacking(self, run: Run, series: dict[str, Series | None], p: DriftParams,
                         ev: dict[str, Any]) -> Observation | None:
         length, reward = series["response_length"], series["raw_reward"]
-        if length is None or len(length) < 5:
+        if length is None or len(length) < p.length_min_records:
             return None
         lt = trend(length.values, length.steps)
         recent = _recent(length, p.recent_fraction)
@@ -247,11 +299,13 @@ class PolicyDrift(Probe):
             near_limit = recent >= p.length_near_limit * limit[1]
         else:
             trunc = series["truncated_ratio"]
-            near_limit = trunc is not None and _recent(trunc, p.recent_fraction) >= 0.5
-        rt: Trend | None = trend(reward.values, reward.steps) if reward is not None and len(reward) >= 5 else None
+            near_limit = trunc is not None and _recent(trunc, p.recent_fraction) > p.length_truncated_majority
+        rt: Trend | None = (trend(reward.values, reward.steps)
+                            if reward is not None and len(reward) >= p.length_min_records else None)
         if rt is not None:
             ev["reward_trend"] = {"metric": reward.source, **rt.as_evidence()}
-        if lt.rising(alpha=p.trend_alpha, min_tau=p.min_tau) and near_limit and rt is not None and rt.rising(alpha=0.05):
+        if (lt.rising(alpha=p.trend_alpha, min_tau=p.min_tau) and near_limit and rt is not None
+                and rt.rising(alpha=p.reward_trend_alpha)):
             where = f"the limit {limit[0]}={limit[1]}" if limit is not None else "the limit (most responses truncated)"
             return self.observe(
                 "length_hacking",
@@ -261,3 +315,18 @@ class PolicyDrift(Probe):
                 **ev,
             )
         return None
+
+
+def check(run: Run, params: DriftParams | None = None) -> CheckResult:
+    """Entropy and KL (and every other drift red flag) in their healthy ranges, over enough records?"""
+    p = params or DriftParams()
+    lengths = [len(s.finite()) for s in (run.metrics.get("entropy"), run.metrics.get("kl")) if s is not None]
+    n = max(lengths, default=0)
+    if n < p.min_records:
+        what = "no entropy or KL series" if not lengths else f"only {n} entropy / KL records"
+        return unavailable("policy_drift", n, p.min_records, f"{what}; {p.min_records} are needed")
+    try:
+        obs = PolicyDrift(p).examine(run)
+    except Unavailable as exc:
+        return unavailable("policy_drift", n, p.min_records, exc.reason)
+    return CheckResult("policy_drift", True, obs.outcome == "none", n, p.min_records, obs.summary)

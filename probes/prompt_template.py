@@ -76,6 +76,25 @@ FAMILIES: tuple[Family, ...] = (
 )
 _BY_NAME = {f.name: f for f in FAMILIES}
 
+# When the checkpoint itself is not reachable, its name still says which template an
+# instruct / chat model of a known line was trained with (each line's published model card
+# and tokenizer_config.json); a base model's name matches none of these.
+NAME_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"qwen[\d.]*-.*(instruct|chat)|qwen3-(?!.*base)", re.I), "chatml"),
+    (re.compile(r"llama-?3[\d.]*-.*instruct", re.I), "llama3"),
+    (re.compile(r"gemma-?[\d.]*-.*-it\b", re.I), "gemma"),
+    (re.compile(r"(mistral|mixtral)-.*instruct|llama-?2-.*chat", re.I), "inst"),
+)
+
+
+def family_by_name(given: str | None) -> Family | None:
+    """The chat-template family a checkpoint's name implies, for a known instruct line."""
+    name = Path(str(given or "").rstrip("/")).name
+    for pattern, family in NAME_FAMILIES:
+        if name and pattern.search(name):
+            return _BY_NAME[family]
+    return None
+
 
 def chat_template(directory: Path) -> tuple[str, str] | None:
     """(template text, file it came from) of an HF checkpoint; None when it has none."""
@@ -290,16 +309,20 @@ class PromptTemplate(Probe):
     def examine(self, run: Run) -> Observation:
         p: PromptTemplateParams = self.params  # type: ignore[assignment]
         given, directory = checkpoint_location(run)
-        if directory is None:
+        found = chat_template(directory) if directory is not None else None
+        if found is not None:
+            template, template_source = found
+            family = template_family(template)
+        elif family_by_name(given) is not None:
+            family = family_by_name(given)
+            template_source = f"the checkpoint's name ({Path(str(given).rstrip('/')).name}; its files are not reachable)"
+        elif directory is None:
             raise Unavailable("hf_checkpoint", f"the HF checkpoint {given or ''} is not reachable from the run".replace("  ", " "),
                               NEEDS_HELP["hf_checkpoint"])
-        found = chat_template(directory)
-        if found is None:
+        else:
             raise Unavailable("hf_checkpoint", f"{directory} has no chat template (chat_template.jinja, "
                               "chat_template.json, tokenizer_config.json:chat_template)",
                               "keep the checkpoint's tokenizer_config.json with its chat_template")
-        template, template_source = found
-        family = template_family(template)
         if family is None:
             raise Unavailable("hf_checkpoint", f"the chat template in {template_source} writes no role markers this "
                               "probe knows (ChatML, Llama 3, Gemma, DeepSeek, Phi, [INST])",

@@ -104,6 +104,9 @@ class ReplayStep(Probe):
     needs = ("rollout_dump",)
     cost = Cost.CPU
     Params = ReplayStepParams
+    # relaunches the run's job (mode launch/auto) only with --allow-relaunch; the in-process replay runs no
+    # code from the run (safetensors / weights_only, trust_remote_code=False), so `auto` falls back to it
+    executes_run_code = True
     how_to_get = {"rollout_dump": "rerun with `--dump-details <dir>`: the replay trains on the saved rollout"}
 
     def examine(self, run: Run) -> Observation:
@@ -114,7 +117,7 @@ class ReplayStep(Probe):
         if rid not in dumps:
             raise Unavailable("rollout_dump", f"no rollout dump for rollout {rid} (dumped: {sorted(dumps)})",
                               "rerun with `--dump-details <dir>`")
-        why_not_launched = None
+        why_not_launched = not_launched_command = None
         replay: Replay | None = None
         if p.mode in ("auto", "launch"):
             try:
@@ -123,6 +126,7 @@ class ReplayStep(Probe):
                 if p.mode == "launch":
                     raise
                 why_not_launched = exc.reason
+                not_launched_command = exc.command
             else:
                 replay = self._launched(run, spec, rid, first, p)
         if replay is None:
@@ -131,6 +135,8 @@ class ReplayStep(Probe):
                                     "weights": replay.weights, "replay_wall_s": [round(w, 2) for w in replay.wall_s]}
         if why_not_launched:
             evidence["not_launched_because"] = why_not_launched
+            if not_launched_command:
+                evidence["not_launched_command"] = not_launched_command
         return self._judge(run, replay, rid, first, p, evidence)
 
     # -- the two ways to replay ----------------------------------------------------------------

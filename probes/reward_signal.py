@@ -8,13 +8,19 @@ advantage is the reward minus its group mean: a group whose samples all score th
 same contributes nothing, whatever that score is.
 
 Outcomes, first that applies:
+- `degenerate_groups`: the group is too small for group-normalised advantages. One sample
+  per prompt (`n_samples_per_prompt` / `num_generations` / `actor_rollout_ref.rollout.n`
+  = 1) makes the group std NaN (Bessel's correction divides by 0), so reward_std and the
+  gradients are NaN from the first step (om-ai-lab/VLM-R1#71, StarsfieldAI/R1-V#69). Two
+  samples per prompt leave most groups with equal rewards: with a 0/1 reward
+  P(equal) = p² + (1-p)² ≥ 0.5 for any success rate (jsboige/CoursIA#10603), so a
+  zero-std fraction at or above one half with groups of 2 is the group size's doing;
 - `constant_zero`: every record's mean reward is exactly 0 and nothing varies — the
   reward function returns 0 for everything (or cannot read its inputs). A slime-family
   record aggregates a whole rollout (`--rollout-batch-size` x `--n-samples-per-prompt`
-  samples), so `min_constant_rollouts` such records covering `min_constant_samples`
-  samples are already decisive; HF Trainer rows keep the `min_constant` bar, since a
-  row may cover a single small per-device batch (a few groups) that a hard task can
-  leave at 0 by chance. Where rollout dumps keep each sample's `response` and `label`,
+  samples), so records covering `constant_zero_samples` samples are decisive (with the
+  guide's healthy mean 0.15 as a success rate, 0.85^29 < 0.01); HF Trainer rows, whose
+  sample count is unknown, need the guide's 20 steps. Where rollout dumps keep each sample's `response` and `label`,
   they tell the two causes of an all-zero reward apart: responses that contain the
   label and still scored 0 mean the reward function is broken (`constant_zero`);
   responses that never contain it mean the policy never answers correctly, and the
@@ -42,14 +48,21 @@ from triage.anomaly import evidence_number, head, tail, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.formats.dumps import reward_value
+from triage.health import CheckResult, unavailable
 from triage.metrics import Series, number_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import count, threshold
+
+from probes.truncation import own_name
 
 if TYPE_CHECKING:
     from triage.run.run import Run
 
 ZERO_STD_PREFIX = "rollout/zero_std/count_"
+# Samples per prompt (the GRPO group size), in each framework's words.
+GROUP_SIZE_ARGS = ("n_samples_per_prompt", "num_generations", "actor_rollout_ref.rollout.n", "rollout.n",
+                   "n_samples_per_prompt_train")
 # Chat / end-of-sequence markers a response carries after the answer (`<|im_end|>`, `</s>`).
 SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>|</s>|<s>|<eos>|<pad>")
 
@@ -57,16 +70,19 @@ SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>|</s>|<s>|<eos>|<pad>")
 class RewardParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    zero_tol: float = 1e-9  # a reward mean / std this close to 0 is 0
-    zero_std_fraction: float = 0.8  # the guide: frac_reward_zero_std < 0.8 is healthy
-    min_constant: int = 5  # records needed before "always 0" / "never varies" is claimed
-    min_constant_rollouts: int = 3  # ... when each record is a whole slime-family rollout
-    min_constant_samples: int = 64  # ... and those rollouts cover at least this many samples
-    min_answered: int = 3  # dumped responses holding the label yet scored 0 that prove a broken reward
-    dump_samples: int = 512  # samples read from the rollout dumps (at most) for that check
+    # sources and units: triage/thresholds.yaml
+    zero_tol: float = threshold("reward.zero_tol")  # a reward mean / std this close to 0 is 0
+    zero_std_fraction: float = threshold("reward.zero_std_fraction")  # the guide: < 0.8 is healthy
+    min_spread_records: int = count("reward.min_spread_records")  # records before "never varies" is claimed
+    constant_zero_samples: int = count("reward.constant_zero_samples")  # all-0 samples that decide "always 0"
+    min_answered: int = count("reward.min_answered")  # dumped responses with the label yet scored 0
+    dump_samples: int = 512  # samples read from the rollout dumps (a bound on work, not a threshold)
     max_dumps: int = 8
-    min_records: int = 20  # the guide's "more than 20 steps" before "never improves" is claimed
-    trend_alpha: float = 0.05
+    min_records: int = count("reward.min_records")  # the guide's 20 steps before "never improves" is claimed
+    trend_alpha: float = threshold("reward.trend_alpha")
+    min_group_size: int = count("groups.min_size")  # fewer samples per prompt: the group std is NaN
+    small_group_size: int = count("groups.small_size")  # groups this small: most have equal rewards
+    small_zero_std_fraction: float = threshold("groups.small_zero_std_fraction")  # p² + (1-p)² ≥ 0.5
 
 
 @dataclass
@@ -124,16 +140,75 @@ def constant_zero_bar(run: Run, r: Series, p: RewardParams) -> tuple[int, int | 
     """(records needed to claim "always 0", samples each record covers or None).
 
     A slime-family rollout record averages every sample of the rollout; when the run's
-    arguments say how many, `min_constant_rollouts` records covering `min_constant_samples`
-    samples suffice. Otherwise (HF Trainer rows, unknown batch) the `min_constant` bar holds.
+    arguments say how many, records covering `constant_zero_samples` samples suffice.
+    Otherwise (HF Trainer rows, unknown batch) the guide's `min_records` steps hold.
     """
     if not r.source.startswith(("rollout:", "perf:")):
-        return p.min_constant, None
+        return p.min_records, None
     per = samples_per_rollout(run)
     if per is None:
-        return p.min_constant, None
-    needed = max(p.min_constant_rollouts, -(-p.min_constant_samples // per))
-    return min(needed, p.min_constant), per
+        return p.min_records, None
+    return min(-(-p.constant_zero_samples // per), p.min_records), per
+
+
+def group_size(run: Run) -> tuple[str, int] | None:
+    """(argument, samples per prompt) from the run's arguments, when they say."""
+    for name in GROUP_SIZE_ARGS:
+        value = number_arg(run, name)
+        if value is not None and value >= 1:
+            return own_name(run, name), int(value)
+    return None
+
+
+def _nonfinite_from_first(series: Series | None) -> dict[str, Any] | None:
+    if series is None or not len(series):
+        return None
+    bad = ~np.isfinite(series.values)
+    return {"metric": series.source, "records": len(series), "nonfinite": int(bad.sum()),
+            "first_step": int(series.steps[0]), "nonfinite_at_first_step": bool(bad[0])}
+
+
+def degenerate_groups(run: Run, p: RewardParams, zero_frac: Series | None) -> RewardAssessment | None:
+    """Groups too small for group-normalised advantages: 1 sample per prompt, or 2 with most groups equal."""
+    size = group_size(run)
+    if size is None or size[1] > p.small_group_size:
+        return None
+    arg, g = size
+    ev: dict[str, Any] = {"group_size": {"arg": arg, "value": g}}
+    std = _nonfinite_from_first(run.metrics.get("reward_std"))
+    grad = _nonfinite_from_first(run.metrics.get("grad_norm"))
+    if std is not None:
+        ev["reward_std"] = std
+    if grad is not None:
+        ev["grad_norm"] = grad
+    if g < p.min_group_size:
+        nan_seen = [f"{d['metric']} non-finite on {d['nonfinite']} of {d['records']} records"
+                    + (" from the first step" if d["nonfinite_at_first_step"] else "")
+                    for d in (std, grad) if d is not None and d["nonfinite"]]
+        return RewardAssessment(
+            "degenerate_groups",
+            f"Each prompt gets a single sample ({arg}={g}): a group of one has no standard deviation (NaN with "
+            "Bessel's correction), so the group-normalised advantages and the gradients are NaN"
+            + (f" ({'; '.join(nan_seen)})" if nan_seen else "") + ".",
+            0.9 if nan_seen else 0.8,
+            ev,
+        )
+    z = zero_frac.finite() if zero_frac is not None else None
+    if z is None or len(z) < p.min_spread_records:
+        return None
+    med = float(np.median(z.values))
+    ev["zero_std_fraction"] = {"metric": z.source, "median": evidence_number(med), "records": len(z),
+                               "floor_for_groups_of_2": p.small_zero_std_fraction}
+    if med < p.small_zero_std_fraction:
+        return None
+    return RewardAssessment(
+        "degenerate_groups",
+        f"Each prompt gets only {g} samples ({arg}={g}) and {med:.0%} of the groups have equal rewards "
+        f"({z.source}, median of {len(z)} records): with two samples and a 0/1 reward at least half the groups "
+        "are equal whatever the success rate, so most groups carry no advantage.",
+        0.8,
+        ev,
+    )
 
 
 def _plain(text: str) -> str:
@@ -209,6 +284,9 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
             reason += "; rollout/rewards is group-normalised and says nothing about the reward's level"
         raise Unavailable("metrics", reason, NEEDS_HELP["metrics"])
 
+    degenerate = degenerate_groups(run, p, zero_frac)
+    if degenerate is not None and "degenerate_groups" in RewardSignal.outcomes:  # PENDING-EDGES guard
+        return degenerate
     ev: dict[str, Any] = {}
     r = reward.finite() if reward is not None else None
     if r is not None and len(r):
@@ -231,8 +309,8 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
                                    "min": evidence_number(float(z.values.min())), "records": len(z)}
 
     std_all_zero = s is not None and len(s) > 0 and bool(np.all(np.abs(s.values) <= p.zero_tol))
-    zero_frac_all_one = z is not None and len(z) > 0 and bool(np.all(z.values >= 1.0 - 1e-9))
-    bar, per_record = constant_zero_bar(run, r, p) if r is not None else (p.min_constant, None)
+    zero_frac_all_one = z is not None and len(z) > 0 and bool(np.all(z.values >= 1.0 - p.zero_tol))
+    bar, per_record = constant_zero_bar(run, r, p) if r is not None else (p.min_records, None)
     if r is not None and len(r) >= bar and bool(np.all(np.abs(r.values) <= p.zero_tol)):
         covered = f", {len(r) * per_record} samples" if per_record else ""
         ev["reward"]["samples_per_record"] = per_record
@@ -269,7 +347,7 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
             0.85 if (std_all_zero or zero_frac_all_one) else 0.7,
             ev,
         )
-    if z is not None and len(z) >= p.min_constant and float(np.median(z.values)) > p.zero_std_fraction:
+    if z is not None and len(z) >= p.min_spread_records and float(np.median(z.values)) > p.zero_std_fraction:
         return RewardAssessment(
             "zero_variance",
             f"On most records {float(np.median(z.values)):.0%} of prompt groups have zero reward spread "
@@ -278,7 +356,7 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
             0.8,
             ev,
         )
-    if s is not None and len(s) >= p.min_constant and float(np.median(s.values)) <= p.zero_tol:
+    if s is not None and len(s) >= p.min_spread_records and float(np.median(s.values)) <= p.zero_tol:
         return RewardAssessment(
             "zero_variance",
             f"reward_std is 0 on most of {len(s)} records ({s.source}): all completions of a prompt get the same "
@@ -315,11 +393,27 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
     )
 
 
+def check(run: Run, params: RewardParams | None = None) -> CheckResult:
+    """Does the reward carry a signal and improve, over the guide's 20 records?
+
+    A failure found on fewer records (a reward always 0, groups with no spread) is still a
+    check that ran and failed; a run too short to tell flat from improving could not be checked.
+    """
+    p = params or RewardParams()
+    reward = run.metrics.get("raw_reward")
+    records = len(reward.finite()) if reward is not None else 0
+    try:
+        a = assess_reward(run, p)
+    except Unavailable as exc:
+        return unavailable("reward", records, p.min_records, exc.reason)
+    return CheckResult("reward", True, a.status == "improving", records, p.min_records, a.summary)
+
+
 class RewardSignal(Probe):
-    """Reward mean and spread: broken (constant 0), no signal (zero std), flat, or improving."""
+    """Reward mean and spread: groups too small, broken (constant 0), no signal (zero std), flat, or improving."""
 
     name = "reward_signal"
-    outcomes = ("constant_zero", "zero_variance", "flat", "improving")
+    outcomes = ("constant_zero", "zero_variance", "flat", "improving")  # PENDING-EDGES: + "degenerate_groups"
     needs = ("metrics",)
     cost = Cost.STATIC
     Params = RewardParams

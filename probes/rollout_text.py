@@ -22,7 +22,8 @@ from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
-from triage.text_quality import GARBLED_AT, TextVerdict, garble_score, judge_texts
+from triage.text_quality import GARBLED_AT, GARBLED_FRACTION, TextVerdict, garble_score, judge_texts
+from triage.thresholds import threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -158,11 +159,15 @@ def verdict_evidence(verdict: TextVerdict) -> dict[str, Any]:
     }
 
 
+CONFIDENT_FRACTION = threshold("text.confident_fraction")  # triage/thresholds.yaml
+
+
 class RolloutTextParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     threshold: float = GARBLED_AT  # a response scoring this or more is garbled
-    garbled_fraction: float = 0.5  # this share of garbled responses makes the rollouts garbled
+    garbled_fraction: float = GARBLED_FRACTION  # this share garbled makes the rollouts garbled
+    confident_fraction: float = CONFIDENT_FRACTION  # ... reported with more confidence above it
     per_dump: int = 64  # samples read per rollout dump
     max_dumps: int = 8
 
@@ -208,7 +213,7 @@ class RolloutText(Probe):
                 "garbled",
                 f"{verdict.garbled_fraction:.0%} of {verdict.count} rollout responses are garbled (mean garble score "
                 f"{verdict.mean_score:.2f}); e.g. at {worst['where']}: {worst['response'][:80]!r}.",
-                0.85 if verdict.garbled_fraction >= 0.8 else 0.7,
+                0.85 if verdict.garbled_fraction >= p.confident_fraction else 0.7,
                 **ev,
             )
         return self.observe(

@@ -113,6 +113,7 @@ class SingleDeviceReduction(Probe):
     needs = ("rollout_dump",)
     cost = Cost.CPU
     Params = ReductionParams
+    executes_run_code = True  # every replay is the run's own job, relaunched: only with --allow-relaunch
     how_to_get = {"rollout_dump": "rerun with `--dump-details <dir>`: the replays train on the saved rollout"}
 
     def examine(self, run: Run) -> Observation:
@@ -220,10 +221,7 @@ class SingleDeviceReduction(Probe):
 
     def _commands(self, run: Run, layout: dict[str, int], single: dict[str, int], rid: int) -> str:
         """The two replays a user would run by hand, from the run's own command line."""
-        text = launching._command_text(run) or ""
-        program, flags = launching._program_split(launching._tokens(text))
-        template = "<dump>/rollout_data/{rollout_id}.pt"
-        one = launching.replay_flags(list(flags), template, rid, "<scratch-1>", parallel=single)
-        par = launching.replay_flags(list(flags), template, rid, "<scratch-2>", parallel=dict(layout))
-        spec = launching.JobSpec(tuple(program), tuple(flags), run.root, {}, "slime")
-        return f"{spec.command(one)}  and  {spec.command(par)}"
+        spec = launching.display_spec(run)
+        one = launching.planned_command(spec, run, single, "<scratch-1>")
+        par = launching.planned_command(spec, run, dict(layout), "<scratch-2>")
+        return f"{one}  and  {par}"

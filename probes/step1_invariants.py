@@ -13,6 +13,10 @@ the guides' first numeric check is exact: `rollout/log_probs == rollout/ref_log_
 - A value only somewhat above the SFT-loss baseline (e.g. 0.8 for an instruct model)
   means the data does not follow the model's chat template or cold-start distribution.
 
+The two bars are one pair (`step1.logprob_elevated` 0.8, the guides' example;
+`step1.logprob_extreme` 2.0, above the guide's typical chat fine-tuning loss), and the
+entry graph's step-1 symptom uses the same pair.
+
 Precedence: `logprob_extreme` (a wrong configuration makes every other number
 meaningless), then `kl_nonzero`, then `logprob_elevated`, else `hold`. HF Trainer runs
 only log `kl`; for them the check is `kl` at logged step 1.
@@ -31,6 +35,7 @@ from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -39,9 +44,10 @@ if TYPE_CHECKING:
 class Step1Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kl_tol: float = 1e-8  # slime CI: |log_probs - ref_log_probs| < 1e-8, ppo_kl < 1e-8
-    logprob_elevated: float = 0.6  # per-token |log_prob| above a healthy instruct model
-    logprob_extreme: float = 3.0  # "very large": a configuration error
+    # sources and units: triage/thresholds.yaml
+    kl_tol: float = threshold("step1.kl_tol")  # slime CI: ppo_kl < 1e-8 at step 0
+    logprob_elevated: float = threshold("step1.logprob_elevated")  # the guides' instruct model off its template: 0.8
+    logprob_extreme: float = threshold("step1.logprob_extreme")  # "extremely large": a configuration error
 
 
 @dataclass

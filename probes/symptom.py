@@ -19,7 +19,8 @@ most to the least decisive:
 4. `garbled_rollouts` — the first rollout's responses (its `Finish rollout` sample, the
    lowest-id rollout dump) are not text: checkpoint loading / conversion territory.
 5. `step1_anomaly` — slime's first-step invariants fail: log_probs != ref_log_probs,
-   ppo_kl / kl_loss != 0 at step 0, or |log_probs| >= 1 per token.
+   ppo_kl / kl_loss != 0 at step 0, or |log_probs| per token at or above the guides'
+   0.8 (`step1_invariants`' own bars, so the symptom and the probe never disagree).
 6. `nonfinite` — NaN / Inf in loss, grad_norm, rewards or log-probs.
 7. `grad_explosion` — grad_norm spikes (robust z, > 100) or sustained growth (> 10), or
    loss spikes of 2x and more.
@@ -44,6 +45,7 @@ from triage.finding import Observation
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
+from triage.thresholds import count, threshold
 
 from probes.error_signatures import scan
 from probes.grad_norm_health import GradNormHealth, loss_spikes
@@ -91,10 +93,12 @@ class SymptomParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ignore_errors: bool = False  # fall through a crash to the metric symptoms
-    step1_logprob: float = 1.0  # |log_probs| per token at rollout 0 that is a symptom ("large, e.g. > 1")
-    first_rollout_samples: int = 3  # Finish-rollout samples read as "the first rollout"
-    stall_s: float = 1800.0  # a running job whose log is this old is hanging
-    survived_after: int = 2  # progress lines after an error that show the job went on
+    # sources and units: triage/thresholds.yaml (the step-1 bars are step1_invariants' own pair)
+    first_rollout_samples: int = count("text.first_rollout_samples")  # Finish-rollout samples of the first rollout
+    stall_s: float = threshold("symptom.stall_s")  # a running job whose log is this old is hanging
+    survived_after: int = count("symptom.survived_after")  # progress lines after an error: the job went on
+    garbled_score: float = threshold("text.garbled_score")  # a response scoring this or more is garbled
+    garbled_fraction: float = threshold("text.garbled_fraction")  # this share of garbled samples: garbled
 
 
 class Symptom(Probe):
@@ -268,15 +272,15 @@ class Symptom(Probe):
         first = log_samples(run)[: p.first_rollout_samples]
         if first:
             scores = [garble_score(s.response) for s in first]
-            bad = [s >= 0.5 for s in scores]
-            if bad[0] and sum(bad) * 2 >= len(bad):
+            bad = [s >= p.garbled_score for s in scores]
+            if bad[0] and sum(bad) >= p.garbled_fraction * len(bad):
                 return {"reason": f"the first rollout's response is garbled (garble score {scores[0]:.2f} at "
                                   f"{first[0].where})",
                         "confidence": 0.8, "scores": [round(s, 3) for s in scores], "examples": examples(first)}
         samples, _problems = dump_samples(run, per_dump=64, max_dumps=1)
         if samples:
-            verdict = judge_texts(s.response for s in samples)
-            if verdict.garbled:
+            verdict = judge_texts((s.response for s in samples), threshold=p.garbled_score)
+            if verdict.count > 0 and verdict.garbled_fraction >= p.garbled_fraction:
                 return {"reason": f"{verdict.garbled_fraction:.0%} of the responses in the first rollout dump "
                                   f"({samples[0].where.split('#')[0]}) are garbled",
                         "confidence": 0.85, **verdict_evidence(verdict), "examples": examples(samples)}
@@ -294,9 +298,6 @@ class Symptom(Probe):
     def _step1(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
         obs = self._run(Step1Invariants(), run)
         if obs is None or obs.outcome == "hold":
-            return None
-        magnitude = obs.evidence.get("log_probs", {}).get("value")
-        if obs.outcome == "logprob_elevated" and (not isinstance(magnitude, (int, float)) or abs(magnitude) < p.step1_logprob):
             return None
         return {"reason": obs.summary.rstrip("."), "confidence": obs.confidence, "probe_outcome": obs.outcome,
                 **{k: v for k, v in obs.evidence.items() if k != "thresholds"}}

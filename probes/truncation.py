@@ -6,6 +6,12 @@ or `rollout/truncated` (rollout record). Two root causes share this symptom, and
 evidence carries what separates them: stop tokens missing from the generation config
 (responses never end: very long rollout times, `finish_reason=length`), or a limit
 genuinely too small for the task (coherent responses that end when given more room).
+
+A third case is no truncation at all (`false_truncation`, huggingface/trl#7039): the
+metric counts a completion as clipped when it ended on a stop token other than the
+tokenizer's eos (a chat turn terminator such as `<|end|>` or `<end_of_turn>`). Then the
+ratio is near 1 while the longest response stays below the limit (a clipped response is
+as long as the limit) and the sampled texts end on the turn terminator.
 """
 
 from __future__ import annotations
@@ -16,16 +22,22 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from triage.anomaly import evidence_number, tail
-from triage.errors import Unavailable
+from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
+from triage.health import CheckResult, unavailable
 from triage.metrics import number_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
+from triage.thresholds import count
+from triage.thresholds import threshold as sourced
 
 if TYPE_CHECKING:
     from triage.run.run import Run
 
 LIMIT_ARGS = ("rollout_max_response_len", "max_completion_length", "max_new_tokens", "max_response_length")
+# Chat turn terminators: a response ending on one of these ended properly, whatever the eos id.
+TURN_TERMINATORS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+                    "</s>", "<eos>", "<|end▁of▁sentence|>", "<|return|>")
 
 
 def response_length_limit(run: Run) -> tuple[str, int] | None:
@@ -33,22 +45,78 @@ def response_length_limit(run: Run) -> tuple[str, int] | None:
     for name in LIMIT_ARGS:
         value = number_arg(run, name)
         if value is not None and value > 0:
-            return name, int(value)
+            return own_name(run, name), int(value)
     return None
+
+
+def own_name(run: Run, name: str) -> str:
+    """The name the run itself gave an argument (`max_completion_length` in a TRL run), where known."""
+    try:
+        original = getattr(run.args, "original_name", None)
+        return original(name) if original is not None else name
+    except TriageError:
+        return name
 
 
 class TruncationParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    threshold: float = 0.8  # the guide: clipped ratio > 0.8 means most completions hit the limit
-    at_limit: float = 0.98  # without a ratio: mean length this close to the limit counts as truncated
+    # sources and units: triage/thresholds.yaml
+    threshold: float = sourced("truncation.clipped_ratio")  # the guide: > 0.8 means most hit the limit
+    at_limit: float = sourced("truncation.at_limit")  # without a ratio: mean length this close to the limit
+    below_limit: float = sourced("truncation.below_limit")  # longest response under this share: none clipped
+    terminated_fraction: float = sourced("truncation.terminated_fraction")  # texts ending on a terminator
+    min_records: int = count("health.truncation.min_records")
+    per_dump: int = 64  # samples read per rollout dump (a bound on work, not a threshold)
+    max_dumps: int = 4
+
+
+def ends_on_terminator(text: str) -> bool:
+    return text.rstrip().endswith(TURN_TERMINATORS)
+
+
+def text_endings(run: Run, p: TruncationParams) -> dict[str, Any] | None:
+    """How many sampled texts (Finish-rollout lines, rollout dumps) end on a chat turn terminator."""
+    from probes.rollout_text import dump_samples, log_samples
+
+    dumped, _problems = dump_samples(run, p.per_dump, p.max_dumps)
+    samples = [*log_samples(run), *dumped]
+    texts = [s for s in samples if s.response.strip()]
+    if not texts:
+        return None
+    ended = [s for s in texts if ends_on_terminator(s.response)]
+    enders = sorted({t for s in ended for t in TURN_TERMINATORS if s.response.rstrip().endswith(t)})
+    return {"texts": len(texts), "end_on_terminator": len(ended), "fraction": evidence_number(len(ended) / len(texts)),
+            "terminators": enders, "example": texts[0].response[-120:], "where": texts[0].where}
+
+
+def _records(run: Run) -> int:
+    ratio = run.metrics.get("truncated_ratio")
+    if ratio is not None and len(ratio.finite()):
+        return len(ratio.finite())
+    lengths = run.metrics.get("response_length")
+    if lengths is not None and response_length_limit(run) is not None:
+        return len(lengths.finite())
+    return 0
+
+
+def check(run: Run, params: TruncationParams | None = None) -> CheckResult:
+    """Do most responses stop on their own rather than at the length limit, over enough records?"""
+    p = params or TruncationParams()
+    n = _records(run)
+    if n < p.min_records:
+        what = ("no truncated / clipped ratio and no response length with a known limit" if n == 0
+                else f"only {n} truncation records")
+        return unavailable("truncation", n, p.min_records, f"{what}; {p.min_records} are needed")
+    obs = Truncation(p).examine(run)
+    return CheckResult("truncation", True, obs.outcome == "normal", n, p.min_records, obs.summary)
 
 
 class Truncation(Probe):
     """Share of responses cut at the length limit (truncated / clipped ratio > 0.8)."""
 
     name = "truncation"
-    outcomes = ("mostly_truncated", "normal")
+    outcomes = ("mostly_truncated", "normal")  # PENDING-EDGES: + "false_truncation"
     needs = ("metrics",)
     cost = Cost.STATIC
     Params = TruncationParams
@@ -86,6 +154,9 @@ class Truncation(Probe):
                 steps_over_threshold=[int(s) for s in r.steps[r.values > p.threshold][:20]],
             )
             if med > p.threshold:
+                false = self._false_truncation(run, p, limit, max_lengths, ev)
+                if false is not None and "false_truncation" in self.outcomes:  # PENDING-EDGES guard
+                    return false
                 return self.observe(
                     "mostly_truncated",
                     f"A median {med:.0%} of responses per record are cut at the length limit ({r.source}, "
@@ -123,6 +194,32 @@ class Truncation(Probe):
             "no truncated / clipped ratio (rollout/truncated_ratio, rollout/truncated, completions/clipped_ratio), "
             "and no response length with a known limit",
             NEEDS_HELP["metrics"],
+        )
+
+    def _false_truncation(self, run: Run, p: TruncationParams, limit: tuple[str, int] | None, max_lengths: Any,
+                          ev: dict[str, Any]) -> Observation | None:
+        """A clipped ratio near 1 that no response length supports: every response ended below the limit."""
+        if limit is None or max_lengths is None or not len(max_lengths.finite()):
+            return None
+        longest = float(max_lengths.finite().values.max())
+        if longest >= p.below_limit * limit[1]:
+            return None
+        endings = text_endings(run, p)
+        if endings is not None:
+            ev["text_endings"] = endings
+            if float(endings["fraction"]) < p.terminated_fraction:
+                return None
+        ev["longest_over_limit"] = evidence_number(longest / limit[1])
+        texts = (f"; {endings['end_on_terminator']} of {endings['texts']} sampled texts end on the chat turn "
+                 f"terminator ({', '.join(endings['terminators'])})" if endings is not None else "")
+        return self.observe(
+            "false_truncation",
+            f"The truncation metric says {ev['ratio']:.0%} of responses were cut at the limit ({ev['metric']}), "
+            f"but the longest response is {longest:.0f} tokens ({max_lengths.source}), below "
+            f"{limit[0]}={limit[1]}{texts}: the metric counts responses that ended on a stop token other than "
+            "the tokenizer's eos as clipped.",
+            0.8 if endings is not None else 0.7,
+            **ev,
         )
 
     @staticmethod

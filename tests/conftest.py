@@ -26,3 +26,11 @@ def examples_dir() -> Path:
 def _private_findings_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own findings cache, never the user's ~/.cache."""
     monkeypatch.setenv("TRIAGE_DB", str(tmp_path_factory.mktemp("db") / "triage.db"))
+
+
+@pytest.fixture(autouse=True)
+def _tests_tmp_is_an_allowed_root(tmp_path_factory, monkeypatch):
+    """Tests build a run beside its checkpoints and models (tmp_path/run, tmp_path/hf), as a
+    cluster keeps them on shared storage: the session's temporary directory is an allowed root
+    (`$TRIAGE_ALLOWED_ROOTS`, like `--allow-path`). tests/security/ clears it."""
+    monkeypatch.setenv("TRIAGE_ALLOWED_ROOTS", str(tmp_path_factory.getbasetemp()))

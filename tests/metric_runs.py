@@ -46,6 +46,105 @@ def healthy_series(n: int = 30, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
+def ar1(rng: np.random.Generator, n: int, phi: float, sigma: float) -> np.ndarray:
+    """A stationary AR(1) series with mean 0: x[t] = phi x[t-1] + sigma e[t] (training noise is correlated)."""
+    x = np.empty(n)
+    x[0] = rng.standard_normal() * sigma / math.sqrt(1 - phi * phi)
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + sigma * rng.standard_normal()
+    return x
+
+
+def grpo_groups(rng: np.random.Generator, n: int, prompts: int, per_prompt: int,
+                start: float = 0.2, end: float = 0.65) -> dict[str, np.ndarray]:
+    """Binary rewards of `prompts` groups of `per_prompt` samples per step, as GRPO scores them.
+
+    Each prompt has its own difficulty (a success rate drawn around the run's level), and the
+    level improves along a logistic curve from `start` to `end`: the reward mean is noisy, some
+    groups are all 0 or all 1 (zero spread), as in a real run. Returns per-step raw reward,
+    reward_std (mean within-group std, TRL's definition), the share of zero-spread groups and
+    slime's per-value zero-std group counts.
+    """
+    mean = np.empty(n)
+    std = np.empty(n)
+    zero_frac = np.empty(n)
+    count_0 = np.empty(n)
+    count_1 = np.empty(n)
+    t = np.arange(n) / max(n - 1, 1)
+    level = start + (end - start) / (1 + np.exp(-8 * (t - 0.4)))
+    for i in range(n):
+        logit = np.log(level[i] / (1 - level[i])) + 1.2 * rng.standard_normal(prompts)
+        p = 1 / (1 + np.exp(-logit))
+        rewards = (rng.random((prompts, per_prompt)) < p[:, None]).astype(float)
+        mean[i] = rewards.mean()
+        std[i] = rewards.std(axis=1, ddof=1).mean() if per_prompt > 1 else math.nan
+        all0, all1 = (rewards == 0).all(axis=1), (rewards == 1).all(axis=1)
+        zero_frac[i] = (all0 | all1).mean()
+        count_0[i], count_1[i] = all0.sum(), all1.sum()
+    return {"raw_reward": mean, "reward_std": std, "frac_zero_std": zero_frac, "zero_std_0": count_0,
+            "zero_std_1": count_1}
+
+
+def noisy_series(n: int = 20, seed: int = 0, prompts: int = 8, per_prompt: int = 8,
+                 grad_level: float = 0.3, logp_gap: float = 0.012) -> dict[str, np.ndarray]:
+    """A healthy GRPO run as it looks in the field, one record per rollout (one step per rollout).
+
+    - grad_norm: AR(1) on the log scale around `grad_level` (inside the axolotl guide's healthy
+      0.001–1.0), with an occasional benign bump (x1.5–2.5, still inside the range) and an
+      occasional 0.0 from the zero-advantage skip;
+    - reward: binary rewards of `prompts` x `per_prompt` samples improving along a logistic
+      curve, with per-prompt difficulty (so groups with zero spread come and go);
+    - entropy slowly falling from ~0.45, KL to the reference slowly rising from 0, the
+      train/rollout log-prob difference of a bf16 engine (~1e-2, the guide's healthy < 0.1);
+    - log_probs equal to ref_log_probs at rollout 0 (the step-1 invariant).
+    """
+    rng = np.random.default_rng(seed)
+    i = np.arange(n, dtype=float)
+    grad = grad_level * np.exp(ar1(rng, n, 0.6, 0.15))
+    bumps = rng.random(n) < 0.06
+    grad[bumps] *= rng.uniform(1.5, 2.5, bumps.sum())
+    grad = np.minimum(grad, 0.95)
+    grad[(rng.random(n) < 0.03) & (i > 0)] = 0.0
+    groups = grpo_groups(rng, n, prompts, per_prompt)
+    log_probs = -0.35 + 0.003 * i + 0.01 * ar1(rng, n, 0.5, 0.5)
+    log_probs[0] = -0.35
+    ref = log_probs - 0.0004 * i
+    entropy = 0.45 * np.exp(-0.01 * i) + 0.01 * ar1(rng, n, 0.5, 0.8)
+    kl = np.maximum(0.0, 0.0015 * i + 0.0005 * ar1(rng, n, 0.5, 0.8))
+    kl[0] = 0.0
+    return {
+        "grad_norm": grad,
+        "loss": 0.01 * rng.standard_normal(n),
+        "pg_loss": 0.01 * rng.standard_normal(n),
+        "entropy": entropy,
+        "kl_loss": kl,
+        "kl": kl,
+        "ppo_kl": np.concatenate([[0.0], np.abs(1e-4 * rng.standard_normal(n - 1))]),
+        "clipfrac": 0.02 + 0.005 * np.abs(rng.standard_normal(n)),
+        "lr": np.full(n, 1e-6),
+        "log_probs": log_probs,
+        "ref_log_probs": ref,
+        "raw_reward": groups["raw_reward"],
+        "reward_std": groups["reward_std"],
+        "frac_zero_std": groups["frac_zero_std"],
+        "zero_std_0": groups["zero_std_0"],
+        "zero_std_1": groups["zero_std_1"],
+        "truncated_ratio": np.clip(0.03 + 0.015 * ar1(rng, n, 0.5, 0.8), 0.0, 1.0),
+        "resp_mean": 250 + 10 * i / max(n, 1) + 12 * ar1(rng, n, 0.5, 0.8),
+        "resp_max": 700 + 40 * rng.standard_normal(n),
+        "rollout_time": 40 + 3 * rng.standard_normal(n),
+        "logp_diff": logp_gap * np.exp(ar1(rng, n, 0.5, 0.2)),
+        "clip_ratio": 0.02 + 0.005 * np.abs(rng.standard_normal(n)),
+        "is_ratio_min": np.clip(0.6 + 0.05 * rng.standard_normal(n), 0.0, 1.0),
+    }
+
+
+def noisy_extra(series: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """The keys `slime_metrics_log` does not write by itself: the train/rollout log-prob difference
+    (slime's `train/train_rollout_logprob_abs_diff`, logged by the trainer per step)."""
+    return {"step": {"train/train_rollout_logprob_abs_diff": series["logp_diff"]}}
+
+
 SLIME_ARGS = {
     "actor_num_gpus_per_node": 8,
     "global_batch_size": 64,

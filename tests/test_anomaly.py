@@ -113,17 +113,17 @@ def test_change_point_on_long_series_uses_block_medians():
 
 def test_trend_rising_falling_and_flat():
     up = trend(np.arange(30) + noisy(30, 0, 2, 11))
-    assert up.rising() and up.tau > 0.5 and up.slope == pytest.approx(1.0, abs=0.2)
+    assert up.rising(alpha=0.05) and up.tau > 0.5 and up.slope == pytest.approx(1.0, abs=0.2)
     down = trend(-np.arange(30.0))
-    assert down.falling() and down.tau == pytest.approx(-1.0)
+    assert down.falling(alpha=0.05) and down.tau == pytest.approx(-1.0)
     flat = trend(noisy(40, 0.5, 0.1, 12))
-    assert not flat.rising() and not flat.falling()
+    assert not flat.rising(alpha=0.05) and not flat.falling(alpha=0.05)
 
 
 def test_trend_counts_a_huge_value_once():
     values = noisy(30, 1.0, 0.1, 13)
     values[-1] = 1e9
-    assert not trend(values).rising()
+    assert not trend(values).rising(alpha=0.05)
 
 
 def test_trend_constant_series_has_no_trend():

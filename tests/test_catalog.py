@@ -28,6 +28,11 @@ CONTRACT_IDS = {
     "sched.insufficient_gpus", "config.batch_size_mismatch", "engine.port_conflict", "engine.wrong_model",
     "fs.concurrent_hf_read", "compile.cache_corrupt", "dist.collective_mismatch", "parallel.sharding_bug",
     "fp8.collapse", "tokenizer.no_pad_token", "template.eos_mismatch",
+    # Field ids
+    "engine.version_regression", "engine.weight_update_bug", "algo.degenerate_groups",
+    "metrics.false_truncation", "memory.release_leak", "config.sample_exceeds_limits",
+    "sched.placement_resources", "sched.time_limit", "infra.network", "infra.gpu_fault",
+    "infra.disk_full", "deps.version_mismatch", "mismatch.growing_drift", "crash.unrecognized",
 }
 
 

@@ -429,3 +429,93 @@ def test_rules_read_megatron_arguments_block(tmp_path):
     assert rule("fp8", run).outcome == "satisfied"
     assert rule("moe_permute_fusion", run).outcome == "not_applicable"
     assert rule("ref_load_for_kl", run).outcome == "not_applicable"
+
+
+# placement_resources ---------------------------------------------------------------------
+
+# `ray status` as Ray 2.4x prints it (ray-project/ray#47792 shows the layout)
+RAY_STATUS_4_CPUS = (
+    "+ ray status\n"
+    "======== Autoscaler status: 2026-08-06 09:14:02.118203 ========\n"
+    "Resources\n"
+    "---------------------------------------------------------------\n"
+    "Usage:\n"
+    " 0.0/4.0 CPU\n"
+    " 0.0/8.0 GPU\n"
+    " 0B/1.40TiB memory\n"
+    " 0B/186.26GiB object_store_memory\n"
+    "\n"
+    "Demands:\n"
+    " (no resource demands)\n"
+)
+SLIME_WAIT_8 = (
+    "[2026-08-06 09:15:02] placement_group.py:64 - Waiting for placement group of 8 GPUs (elapsed 30s): "
+    "8 GPUs registered with Ray, 8 available.\n"
+)
+COLOCATED_8 = "--actor-num-nodes 1 --actor-num-gpus-per-node 8 --colocate --rollout-num-gpus 8"
+
+
+def test_placement_resources_slime_bundles_need_more_cpus_than_ray_status_shows(tmp_path):
+    obs = rule("placement_resources", make_run(tmp_path, COLOCATED_8, log=RAY_STATUS_4_CPUS + SLIME_WAIT_8))
+    assert obs.outcome == "violated"
+    e = obs.evidence
+    assert e["shortfall"] == [{"resource": "CPU", "requested": 8.0, "cluster": 4.0}]
+    assert e["cluster"]["CPU"]["from"].endswith("job.log:6")  # the ` 0.0/4.0 CPU` line
+    assert e["deciding"]["where"].endswith("job.log:13")  # slime's wait line
+    assert "8 CPU > 4 CPU" in obs.summary and "8 GPUs fit the cluster's 8" in obs.summary
+    # the GPU rule, on the same run, finds nothing wrong: that is why this one exists
+    assert rule("gpu_count", make_run(tmp_path, COLOCATED_8, log=RAY_STATUS_4_CPUS + SLIME_WAIT_8)).outcome == "satisfied"
+
+
+def test_placement_resources_autoscaler_infeasible_bundle_with_gpus_that_fit(tmp_path):
+    # allenai/open-instruct#1431: a bundle of {'GPU': 6, 'CPU': 60} on one 8-GPU node; the autoscaler's
+    # wording from ray-project/ray python/ray/autoscaler/_private/autoscaler.py
+    log = ("(autoscaler +18s) Tip: use `ray status` to view detailed cluster status. To disable these messages, "
+           "set RAY_SCHEDULER_EVENTS=0.\n"
+           "(autoscaler +18s) Error: No available node types can fulfill resource request {'CPU': 60.0, 'GPU': 6.0}. "
+           "Add suitable node types to this cluster to resolve this issue.\n")
+    obs = rule("placement_resources", make_run(tmp_path, "--num-learners-per-node 6", log=log,
+                                               manifest="args:\n  cluster_gpus: 8\n"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["deciding"]["kind"] == "infeasible"
+    assert "its 6 GPUs fit the cluster's 8" in obs.summary and "60 CPU" in obs.summary
+
+
+def test_placement_resources_raylet_line_gives_the_nodes_total(tmp_path):
+    # src/ray/raylet/scheduling/cluster_task_manager.cc's older wording, with the node's resources
+    log = ("2026-08-06 09:20:01,780\tWARNING worker.py:1189 -- The actor or task with ID d6b29075fef58665 cannot be "
+           "scheduled right now. It requires {CPU: 32.000000, GPU: 1.000000} for placement, but this node only has "
+           "remaining {16.000000/16.000000 CPU, 120.000000 GiB/120.000000 GiB memory, 8.000000/8.000000 GPU, "
+           "1.000000/1.000000 node:10.0.0.11}\n. In total there are 1 pending tasks and 0 pending actors on this node.\n")
+    obs = rule("placement_resources", make_run(tmp_path, "", log=log))
+    assert obs.outcome == "violated"
+    assert obs.evidence["shortfall"] == [{"resource": "CPU", "requested": 32.0, "cluster": 16.0}]
+
+
+def test_placement_resources_fit(tmp_path):
+    log = RAY_STATUS_4_CPUS.replace("0.0/4.0 CPU", "0.0/64.0 CPU") + SLIME_WAIT_8
+    obs = rule("placement_resources", make_run(tmp_path, COLOCATED_8, log=log))
+    assert obs.outcome == "satisfied"
+
+
+def test_placement_resources_gpus_short_is_not_this_rule(tmp_path):
+    obs = rule("placement_resources", make_run(tmp_path, GPUS, log=RAY_STATUS_4_CPUS + PG_WAIT))
+    assert obs.outcome == "satisfied"  # 24 GPUs > 8: the GPU rule's verdict, not a CPU one
+    assert "the wait is on GPUs" in obs.summary
+
+
+def test_placement_resources_unknown_cluster_cpus_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        rule("placement_resources", make_run(tmp_path, COLOCATED_8, log=SLIME_WAIT_8))
+    assert "CPU" in exc.value.reason and "ray status" in (exc.value.command or "")
+
+
+def test_placement_resources_without_waits_is_not_applicable(tmp_path):
+    assert rule("placement_resources", make_run(tmp_path, COLOCATED_8, log="[2026-08-06 09:15:02] train.py:1 - start\n")
+                ).outcome == "not_applicable"
+
+
+def test_placement_resources_manifest_cluster_cpus(tmp_path):
+    obs = rule("placement_resources", make_run(tmp_path, COLOCATED_8, log=SLIME_WAIT_8, manifest="args:\n  cluster_cpus: 6\n"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["cluster"]["CPU"] == {"total": 6.0, "from": "args.cluster_cpus"}

@@ -103,7 +103,7 @@ CASES = [
         'Task was killed due to the node',
     ),
     (
-        "host_oom_killed",
+        "killed",
         "sigkill_exitcode",
         textwrap.dedent(
             """\
@@ -293,7 +293,7 @@ def test_missing_file_elsewhere_stays_other_error(tmp_path):
 
 # The error-message rows of the guides, verbatim (002 Common Errors table, 004 Q&A).
 GUIDE_ROWS = [
-    ("exitcode: -9", "host_oom_killed"),
+    ("exitcode: -9", "killed"),  # 002 reads it as RAM; alone it is only a SIGKILL (ROOT_CAUSES.md, host.ram_exhausted)
     ("CUDA out of memory", "cuda_oom"),
     ("RuntimeError: NCCL communicator was aborted", "nccl_abort"),
     ("ValueError: Asking to pad but the tokenizer does not have a padding token", "no_pad_token"),
@@ -307,3 +307,175 @@ GUIDE_ROWS = [
 def test_every_guide_error_row_has_a_signature(text, outcome):
     sig = next((s for s in load_signatures() if s.matches(text)), None)
     assert sig is not None and sig.outcome == outcome
+
+
+# --- field signatures: infrastructure, scheduler, versions, budgets ---------------------------
+# One line (or block) per framework wording, as the named source prints it.
+FIELD_CASES = [
+    # infra.network
+    ("network_failure", "[rank9]:gpu-node-2:2345:2410 [1] NCCL WARN "
+     "socketStartConnect: Connect to 10.0.0.11<43211> failed : Software caused connection abort\n"),  # NVIDIA/nccl socket.cc
+    ("network_failure", "(WorkerDict pid=812, ip=10.0.0.5) ConnectionResetError: [Errno 104] Connection reset by peer\n"),  # verl worker
+    ("network_failure", "[rank3]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+     "[10.0.0.7]:29500\n"),  # torchrun / TRL
+    ("network_failure", "socket.gaierror: [Errno -2] Name or service not known\n"),  # OpenRLHF vllm_engine host lookup
+    ("network_failure", "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: http://10.0.0.3:30000/generate\n"),
+    # infra.gpu_fault
+    ("gpu_fault", "(MegatronTrainRayActor pid=2345, ip=10.0.0.12) RuntimeError: CUDA error: uncorrectable ECC error encountered\n"),
+    ("gpu_fault", "NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, name=python3, GPU has fallen off the bus.\n"),
+    # infra.disk_full
+    ("disk_full", "(MegatronTrainRayActor pid=2345) OSError: [Errno 28] No space left on device: '/mnt/ckpt/iter_0000200/__0_0.distcp'\n"),
+    ("disk_full", "[rank0]: RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 1664 vs 1558; "
+     "OSError: [Errno 122] Disk quota exceeded\n"),
+    # sched.time_limit
+    ("sched_ended", "slurmstepd: error: *** JOB 88123 ON gpu-node-07 CANCELLED AT 2026-08-10T18:00:14 DUE TO TIME LIMIT ***\n"),
+    ("sched_ended", "W0810 18:00:14.118000 4123 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM "
+     "death signal, shutting down workers\n"),
+    # deps.version_mismatch
+    ("version_mismatch", "ImportError: cannot import name 'Qwen3MoeForCausalLM' from 'transformers' "
+     "(/usr/local/lib/python3.10/dist-packages/transformers/__init__.py)\n"),
+    ("version_mismatch", "(WorkerDict pid=812, ip=10.0.0.5) AttributeError: module 'vllm.distributed.parallel_state' has no "
+     "attribute 'get_tensor_model_parallel_group'\n"),
+    # config.sample_exceeds_limits
+    ("sample_too_long",  # THUDM/slime slime/backends/megatron_utils/data.py (#1823), as THUDM/slime#1839 shows it
+     "(MegatronTrainRayActor pid=2345) Traceback (most recent call last):\n"
+     '(MegatronTrainRayActor pid=2345)   File "/root/slime/slime/backends/megatron_utils/data.py", line 376, in get_data_iterator\n'
+     "(MegatronTrainRayActor pid=2345)     partitions = _get_capped_partitions(seq_lens, num_mbs, args.max_tokens_per_gpu)\n"
+     '(MegatronTrainRayActor pid=2345)   File "/root/slime/slime/backends/megatron_utils/data.py", line 307, in _get_capped_partitions\n'
+     '(MegatronTrainRayActor pid=2345)     raise AssertionError("This should never happen.")\n'
+     "(MegatronTrainRayActor pid=2345) AssertionError: This should never happen.\n"),
+    ("sample_too_long", "(SGLangEngine pid=3101) ValueError: Requested token count exceeds the model's maximum context length "
+     "of 32768 tokens. You requested a total of 33012 tokens: 1012 tokens from the input messages and 32000 tokens for the completion.\n"),
+    ("sample_too_long", "(WorkerDict pid=812) ValueError: The decoder prompt (length 40960) is longer than the maximum model length of 32768. "
+     "Make sure that `max_model_len` is no smaller than the number of text tokens.\n"),  # vLLM processor.py
+    ("sample_too_long", "(WorkerDict pid=812) AssertionError: max_token_len must be greater than the sequence length. "
+     "Got max_token_len=16384 and max_seq_len=20480\n"),  # verl seqlen_balancing.py
+    # host.ram_exhausted with memory evidence
+    ("host_oom_killed", "slurmstepd: error: Detected 1 oom_kill event in StepId=88123.0. Some of the step tasks have been OOM Killed.\n"),
+    ("host_oom_killed", "[Thu Aug 10 08:17:31 2026] Out of memory: Killed process 4189 (python3) total-vm:301234567kB, "
+     "anon-rss:251823104kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:500000kB oom_score_adj:0\n"),
+]
+
+
+@pytest.mark.parametrize(("outcome", "block"), FIELD_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(FIELD_CASES)])
+def test_field_wordings_are_recognised(tmp_path, outcome, block):
+    log = HEAD + block
+    obs = examine(tmp_path, log)
+    assert obs.outcome == outcome, obs.summary
+    ev = obs.evidence
+    assert ev["line"]["where"].endswith(f"job.log:{len((HEAD + block).splitlines())}")
+    assert ev["pattern_source"]  # every match names where its wording comes from
+
+
+def test_field_evidence_names_rank_node_and_details(tmp_path):
+    ev = examine(tmp_path, HEAD + FIELD_CASES[0][1]).evidence
+    assert ev["rank"] == 9 and ev["node"] == "gpu-node-2"
+    assert ev["peer"].startswith("10.0.0.11")
+    assert "nccl" in ev["pattern_source"].lower()
+    ev = examine(tmp_path, HEAD + FIELD_CASES[6][1]).evidence
+    assert ev["xid"] == 79
+    ev = examine(tmp_path, HEAD + FIELD_CASES[11][1]).evidence
+    assert ev["packages"] == ["transformers"]
+
+
+def test_sigkill_alone_is_not_memory(tmp_path):
+    obs = examine(tmp_path, HEAD + "E0810 08:17:33.201000 4123 torch/distributed/elastic/multiprocessing/api.py:874] "
+                  "failed (exitcode: -9) local_rank: 0 (pid: 4189) of binary: /usr/bin/python3\n")
+    assert obs.outcome == "killed"
+    assert "dmesg" in obs.evidence["confirm"]
+
+
+def test_sigkill_with_memory_evidence_is_host_ram(tmp_path):
+    log = HEAD + (
+        "E0810 08:17:33.201000 4123 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) "
+        "local_rank: 0 (pid: 4189) of binary: /usr/bin/python3\n"
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=88123.0. Some of the step tasks have been OOM Killed.\n"
+    )
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "host_oom_killed"
+    assert obs.evidence["signature"] == "scheduler_oom_kill"
+
+
+def test_sigterm_then_sigkill_without_memory_is_the_scheduler(tmp_path):
+    log = HEAD + (
+        "W0810 18:00:14.118000 4123 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death "
+        "signal, shutting down workers\n"
+        "E0810 18:00:44.201000 4123 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) "
+        "local_rank: 0 (pid: 4189) of binary: /usr/bin/python3\n"
+    )
+    assert examine(tmp_path, log).outcome == "sched_ended"
+
+
+def test_the_same_hardware_error_on_every_node_is_not_a_gpu_fault(tmp_path):
+    log = HEAD + "".join(
+        f"(MegatronTrainRayActor pid={2345 + i}, ip=10.0.0.{11 + i}) RuntimeError: CUDA error: unspecified launch failure\n"
+        for i in range(4)
+    )
+    assert examine(tmp_path, log).outcome == "other_error"
+    one = HEAD + "(MegatronTrainRayActor pid=2345, ip=10.0.0.11) RuntimeError: CUDA error: unspecified launch failure\n"
+    obs = examine(tmp_path, one)
+    assert obs.outcome == "gpu_fault" and obs.evidence["nodes"] == ["10.0.0.11"]
+
+
+def test_a_users_own_type_error_is_not_a_version_mismatch(tmp_path):
+    log = HEAD + (
+        "Traceback (most recent call last):\n"
+        '  File "/root/my_reward.py", line 12, in score\n'
+        "    return helper(x, strict=True)\n"
+        "TypeError: helper() got an unexpected keyword argument 'strict'\n"
+    )
+    assert examine(tmp_path, log).outcome == "other_error"
+    lib = HEAD + (
+        "(WorkerDict pid=812, ip=10.0.0.5) Traceback (most recent call last):\n"
+        '(WorkerDict pid=812, ip=10.0.0.5)   File "/workspace/verl/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", line 150, in __init__\n'
+        "(WorkerDict pid=812, ip=10.0.0.5)     self.inference_engine = LLM(model=model_path, enable_sleep_mode=True)\n"
+        '(WorkerDict pid=812, ip=10.0.0.5)   File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/llm.py", line 177, in __init__\n'
+        "(WorkerDict pid=812, ip=10.0.0.5)     engine_args = EngineArgs(\n"
+        "(WorkerDict pid=812, ip=10.0.0.5) TypeError: EngineArgs.__init__() got an unexpected keyword argument 'enable_sleep_mode'\n"
+    )
+    obs = examine(tmp_path, lib)
+    assert obs.outcome == "version_mismatch"
+    assert "vllm" in obs.evidence["packages"]
+
+
+def test_an_assertion_elsewhere_is_not_a_sample_budget(tmp_path):
+    log = HEAD + "AssertionError: rollout_batch_size must be divisible by the number of engines\n"
+    assert examine(tmp_path, log).outcome == "other_error"
+
+
+def test_a_cascade_after_an_unlisted_error_does_not_decide(tmp_path):
+    log = HEAD + (
+        "(MegatronTrainRayActor pid=2345) ValueError: packed sequence has 0 tokens\n"
+        "(MegatronTrainRayActor pid=2346) RuntimeError: NCCL communicator was aborted on rank 1.\n"
+    )
+    assert examine(tmp_path, log).outcome == "other_error"
+
+
+def test_every_shipped_pattern_names_its_source():
+    for sig in load_signatures():
+        assert len(sig.pattern_sources) == len(sig.patterns), sig.id
+        assert all(src.strip() for src in sig.pattern_sources), f"{sig.id}: a pattern without a source"
+
+
+def test_a_pattern_item_must_be_a_regex_or_re_and_source():
+    with pytest.raises(SignatureTableError, match="'odd'.*pattern must be"):
+        parse_signatures({"signatures": [{"id": "odd", "outcome": "cuda_oom", "patterns": [{"regex": "x"}]}]})
+
+
+def test_frames_after_a_ray_envelope_count_as_the_errors_own(tmp_path):
+    # verl: vLLM too old for the keyword verl passes (the error raised in the remote WorkerDict)
+    log = HEAD + (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/verl/verl/trainer/main_ppo.py", line 64, in run_ppo\n'
+        "    ray.get(runner.run.remote(config))\n"
+        "ray.exceptions.RayTaskError(TypeError): ray::WorkerDict.actor_rollout_init_model() (pid=812, ip=10.0.0.5, "
+        "actor_id=3c9d, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f0a>)\n"
+        '  File "/workspace/verl/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", line 150, in __init__\n'
+        "    self.inference_engine = LLM(\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/llm.py", line 177, in __init__\n'
+        "    engine_args = EngineArgs(\n"
+        "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'enable_sleep_mode'\n"
+    )
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert any("vllm/entrypoints/llm.py" in f for f in obs.evidence["frames"])

@@ -27,7 +27,8 @@ EXPECTED = sorted(EXAMPLES.glob("*/expected.json"))
 KB = 1024
 MAX_EXAMPLE_BYTES = 200 * KB
 # Examples that must carry checkpoint tensors (tiny, but real layouts) may be larger.
-TENSOR_EXAMPLES = {"ckpt-not-loaded", "base-model-garbled", "pp-offset-garbled", "garbled-no-engine-dump"}
+TENSOR_EXAMPLES = {"ckpt-not-loaded", "base-model-garbled", "pp-offset-garbled", "garbled-no-engine-dump",
+                   "garbled-sglang-known-bug"}
 MAX_TENSOR_EXAMPLE_BYTES = 512 * KB
 
 
@@ -192,6 +193,21 @@ def pp_offset(r: dict[str, Any], d: Path) -> None:
     assert e["stale_layers"] == [2, 3]
 
 
+def stuck_on_cpus(r: dict[str, Any], d: Path) -> None:
+    assert step(r, "config_rule", "satisfied")["evidence"]["gpus_needed"] == 8  # the GPUs fit
+    e = step(r, "config_rule", "violated")["evidence"]
+    assert e["shortfall"] == [{"resource": "CPU", "requested": 8.0, "cluster": 4.0}]
+    assert e["cluster"]["CPU"]["from"].endswith(f"job.log:{line_number(d / 'job.log', ' 0.0/4.0 CPU')}")
+
+
+def engine_version_regression(r: dict[str, Any], d: Path) -> None:
+    assert step(r, "weights_compare", "match")
+    m = step(r, "known_bugs", "match")["evidence"]["matches"][0]
+    assert (m["package"], m["installed"], m["affected"], m["fixed"]) == ("sglang", "0.5.9", ">=0.5.9,<0.5.10", "0.5.10")
+    assert m["url"] == "https://github.com/THUDM/slime/issues/1853"
+    assert m["read_at"].endswith(f"job.log:{line_number(d / 'job.log', 'sglang==0.5.9')}")
+
+
 def inconclusive(r: dict[str, Any], d: Path) -> None:
     assert step(r, "checkpoint_integrity")["outcome"] == "intact"
     missing = [n for n in r["not_checked"] if n["artifact"] == "engine_weights"]
@@ -223,6 +239,12 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "base-model-garbled": base_model,
     "pp-offset-garbled": pp_offset,
     "garbled-no-engine-dump": inconclusive,
+    "stuck-on-cpus": stuck_on_cpus,
+    "garbled-sglang-known-bug": engine_version_regression,
+}
+# Examples whose deciding node is not wired into the shipped playbooks yet, and why.
+PENDING = {
+    "garbled-sglang-known-bug": "the known_bugs node after garbled.weights' match is not in playbooks/garbled.yaml yet",
 }
 
 
@@ -233,6 +255,8 @@ def _expected(path: Path) -> dict[str, str]:
 @pytest.mark.parametrize("expected_path", EXPECTED, ids=[p.parent.name for p in EXPECTED])
 def test_example_gets_its_verdict(expected_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = expected_path.parent
+    if d.name in PENDING:
+        pytest.skip(PENDING[d.name])
     want = _expected(expected_path)
     assert d.name in CHECKS, f"examples/{d.name} has no deciding-evidence check in {Path(__file__).name}"
 

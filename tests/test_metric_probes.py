@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from metric_runs import SLIME_ARGS, healthy_hf_series, healthy_series, hf_run, slime_run
+from metric_runs import SLIME_ARGS, healthy_hf_series, healthy_series, hf_run, noisy_extra, noisy_series, slime_run
 from probes.base_model import BaseModelProbe
 from probes.dump_samples import DumpSamples
 from probes.grad_norm_health import GradNormHealth
@@ -73,6 +73,12 @@ def test_step1_logprob_extreme_and_elevated(tmp_path):
     assert obs.outcome == "logprob_elevated"
     assert obs.evidence["log_probs"]["value"] == -0.8
     assert "chat template" in obs.summary
+
+    # the pair's edges: below the guides' 0.8 holds; 2.0 and above is extreme
+    s["log_probs"][0] = s["ref_log_probs"][0] = -0.79
+    assert examine(Step1Invariants(), slime_run(tmp_path / "below", s)).outcome == "hold"
+    s["log_probs"][0] = s["ref_log_probs"][0] = -2.0
+    assert examine(Step1Invariants(), slime_run(tmp_path / "edge", s)).outcome == "logprob_extreme"
 
 
 def test_step1_extreme_log_probs_win_over_a_kl_difference(tmp_path):
@@ -671,23 +677,45 @@ def test_contains_answer_is_a_whole_token():
 
 
 def test_drift_bf16_engine_under_an_fp32_trainer(tmp_path):
-    s = healthy_series(3)
-    bf16_gap = {"step": {"train/train_rollout_logprob_abs_diff": np.array([0.0046, 0.0141, 0.0059])}}
-    obs = examine(PolicyDrift(), slime_run(tmp_path / "fp32", s, args=SHORT_ARGS, extra=bf16_gap))
+    # a bf16 engine under an fp32 trainer: the per-token difference sits around bf16 rounding (~1e-2)
+    s = noisy_series(6, seed=21, logp_gap=0.01)
+    obs = examine(PolicyDrift(), slime_run(tmp_path / "fp32", s, args=SHORT_ARGS, extra=noisy_extra(s)))
     assert obs.outcome == "logprob_mismatch"
-    assert obs.evidence["logp_diff"]["recent_median"] == 0.0059
-    assert obs.evidence["logp_diff"]["threshold"] == 1e-3 and obs.evidence["logp_diff"]["trainer_fp32"] is True
+    recent = float(np.median(s["logp_diff"][-5:]))
+    assert obs.evidence["logp_diff"]["recent_median"] == pytest.approx(recent, rel=1e-5)
+    assert obs.evidence["logp_diff"]["threshold"] == 2.0**-8 and obs.evidence["logp_diff"]["trainer_fp32"] is True
     assert "fp32 trainer" in obs.summary
 
     # the same difference under bf16 training is bf16 rounding: the guide's 0.1 holds
     args = {**SHORT_ARGS, "bf16": True}
-    obs = examine(PolicyDrift(), slime_run(tmp_path / "bf16", s, args=args, extra=bf16_gap))
+    obs = examine(PolicyDrift(), slime_run(tmp_path / "bf16", s, args=args, extra=noisy_extra(s)))
     assert obs.outcome == "none"
     assert obs.evidence["logp_diff"]["threshold"] == 0.1
 
     # an fp32 engine matching an fp32 trainer agrees to float32 rounding
-    same = {"step": {"train/train_rollout_logprob_abs_diff": np.array([2.2e-7, 2.7e-7, 1.9e-7])}}
-    assert examine(PolicyDrift(), slime_run(tmp_path / "ok", s, args=SHORT_ARGS, extra=same)).outcome == "none"
+    same = noisy_series(6, seed=21, logp_gap=2e-7)
+    run = slime_run(tmp_path / "ok", same, args=SHORT_ARGS, extra=noisy_extra(same))
+    assert examine(PolicyDrift(), run).outcome == "none"
+
+
+def test_drift_growing_gap_across_rollouts(tmp_path):
+    # the gap doubles and keeps rising (vllm-project/vime#64), still under the guide's 0.1 level bar
+    s = noisy_series(30, seed=22, logp_gap=0.01)
+    s["logp_diff"] = s["logp_diff"] * np.linspace(1.0, 5.0, 30)
+    args = {**SHORT_ARGS, "bf16": True}
+    obs = examine(PolicyDrift(), slime_run(tmp_path / "grow", s, args=args, extra=noisy_extra(s)))
+    assert obs.outcome == "growing_drift"
+    g = obs.evidence["growing_gap"]
+    assert g["metric"] == "step:train/train_rollout_logprob_abs_diff" and g["records"] == 30
+    assert g["growth"] >= 2.0 and g["trend"]["kendall_tau"] > 0.5
+    # the same level without the rise is a constant precision gap: nothing to report
+    flat = noisy_series(30, seed=22, logp_gap=0.01)
+    assert examine(PolicyDrift(), slime_run(tmp_path / "flat", flat, args=args, extra=noisy_extra(flat))).outcome == "none"
+    # a rise inside fp32 rounding (1e-7 to 5e-7) is not drift
+    tiny = noisy_series(30, seed=22, logp_gap=1e-7)
+    tiny["logp_diff"] = tiny["logp_diff"] * np.linspace(1.0, 5.0, 30)
+    run = slime_run(tmp_path / "tiny", tiny, args=SHORT_ARGS, extra=noisy_extra(tiny))
+    assert examine(PolicyDrift(), run).outcome == "none"
 
 
 def test_drift_mean_logprob_gap_when_no_per_token_difference(tmp_path):

@@ -152,3 +152,54 @@ def test_phase_marker_line_places_the_oom_when_timers_and_frames_are_silent(tmp_
     assert ev["open_timers"] == [] and ev["phase_by_frames"] is None
     assert "wake_up" in ev["last_phase_event"]["text"]
     assert ev["last_phase_event"]["where"].endswith("job.log:3")
+
+
+# slime's print_memory (THUDM/slime slime/utils/memory_utils.py): `[Rank N] Memory-Usage <phase>: {...}`,
+# printed at every offload / wake-up of a colocated run.
+def _memory(rank: int, phase: str, used: float) -> str:
+    return (f"{T} [2026-08-01 10:10:00] memory_utils.py:49 - [Rank {rank}] Memory-Usage {phase}: {{'gpu': '0', "
+            f"'total_GB': 79.11, 'free_GB': {79.11 - used:.2f}, 'used_GB': {used}, 'allocated_GB': 0.52, 'reserved_GB': 0.6}}\n")
+
+
+def _cycles(used: list[float]) -> str:
+    out = ROLLOUT_0
+    for i, u in enumerate(used):
+        out += _memory(0, "after offload model", u)
+        out += f"(RolloutManager pid=2290) [2026-08-01 10:1{i}:00] rollout.py:420 - rollout {i + 1}: {{'rollout/response_len/mean': 800.0}}\n"
+        out += f"{T} [2026-08-01 10:1{i}:30] model.py:896 - step {i + 1}: {{'train/loss': 0.01, 'train/grad_norm': 0.2}}\n"
+    return out
+
+
+RESUME_OOM = [("/root/slime/slime/backends/sglang_utils/sglang_engine.py", 337, "resume_memory_occupation"),
+              ("/usr/local/lib/python3.12/dist-packages/torch_memory_saver/entrypoint.py", 120, "resume")]
+
+
+def test_memory_rising_every_cycle_then_an_oom_is_a_release_leak(tmp_path):
+    log = _cycles([12.4, 16.9, 21.3, 25.8, 30.2]) + traceback("(SGLangEngine pid=3101)", RESUME_OOM)
+    obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
+    assert obs.outcome == "release_leak", obs.summary
+    trend = obs.evidence["memory_trend"]
+    assert trend["used_gb"] == [12.4, 16.9, 21.3, 25.8, 30.2]
+    assert trend["growth_gb"] == pytest.approx(17.8)
+    assert trend["phase"] == "after offload model (rank 0)"
+    assert obs.evidence["last_rollout"] == 5
+
+
+def test_flat_memory_then_an_oom_at_resume_is_not_a_leak(tmp_path):
+    log = _cycles([12.4, 12.41, 12.39, 12.4]) + traceback("(SGLangEngine pid=3101)", RESUME_OOM)
+    obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
+    assert obs.outcome != "release_leak"
+    assert obs.evidence["memory_trend"] is None
+
+
+def test_verls_offload_memory_lines_count_too(tmp_path):
+    # verl-project/verl verl/utils/debug/performance.py log_gpu_memory_usage
+    verl = "".join(
+        f"(WorkerDict pid=812) After offload actor model during update_actor, memory allocated (GB): 0.51, memory reserved (GB): "
+        f"0.62, device memory used/total (GB): {u}/79.11\n(TaskRunner pid=700) step:{i + 1} - actor/pg_loss:0.01\n"
+        for i, u in enumerate([10.0, 13.0, 16.5, 20.0])
+    )
+    log = ROLLOUT_0 + verl + traceback("(WorkerDict pid=812)", [("/workspace/verl/verl/workers/fsdp_workers.py", 700, "wake_up")])
+    obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
+    assert obs.outcome == "release_leak", obs.summary
+    assert obs.evidence["memory_trend"]["used_gb"] == [10.0, 13.0, 16.5, 20.0]

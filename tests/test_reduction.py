@@ -82,9 +82,20 @@ def _scenario(name, tmp_path):
     return scenarios.generate(name, tmp_path)
 
 
+def _relaunched(name, tmp_path):
+    """The probe on scenario `name`, with consent to relaunch its job in the scenario's environment."""
+    from triage.replay.consent import relaunch_permission
+    from triage.testbed.scenarios import job_environment
+
+    run = open_run(str(_scenario(name, tmp_path)))
+    run.relaunch_allowed, run.relaunch_env = True, job_environment(name)
+    with relaunch_permission(True):
+        return _probe().examine(run)
+
+
 @pytest.mark.slow
 def test_sharding_bug_scenario_differs_in_tp(tmp_path):
-    obs = _probe().examine(open_run(str(_scenario("parallel.sharding_bug", tmp_path))))
+    obs = _relaunched("parallel.sharding_bug", tmp_path)
     assert obs.outcome == "parallel_differs", obs.summary
     assert obs.evidence["dimension"] == "tp" and obs.evidence["layout"] == {"tp": 2}
     diff = obs.evidence["differences"]
@@ -95,7 +106,7 @@ def test_sharding_bug_scenario_differs_in_tp(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name, layout", [("healthy.tp2", {"tp": 2}), ("healthy.pp2", {"pp": 2})])
 def test_healthy_parallel_scenarios_are_consistent(tmp_path, name, layout):
-    obs = _probe().examine(open_run(str(_scenario(name, tmp_path))))
+    obs = _relaunched(name, tmp_path)
     assert obs.outcome == "consistent", obs.summary
     assert obs.evidence["layout"] == layout
     for q, d in obs.evidence["largest_differences"].items():

@@ -124,10 +124,18 @@ def test_megatron_checkpoint_loads_into_the_hf_model(tmp_path):
 # --- the probe on tiny runs ---------------------------------------------------------------------
 
 
-def _examine(run_dir: Path, **params):
+def _examine(run_dir: Path, scenario: str | None = None, **params):
+    """The probe on the run; for a testbed `scenario`, with consent to relaunch its job in its environment."""
     from probes.replay_step import ReplayStep
+    from triage.replay.consent import relaunch_permission
 
-    return ReplayStep(ReplayStep.Params(**params)).examine(open_run(str(run_dir)))
+    run = open_run(str(run_dir))
+    if scenario is not None:
+        from triage.testbed.scenarios import job_environment
+
+        run.relaunch_allowed, run.relaunch_env = True, job_environment(scenario)
+    with relaunch_permission(run.relaunch_allowed):
+        return ReplayStep(ReplayStep.Params(**params)).examine(run)
 
 
 def test_in_process_replay_without_the_framework_is_deterministic(tmp_path):
@@ -225,7 +233,7 @@ def _scenario(name: str, tmp_path: Path) -> Path:
 def test_healthy_scenario_replays_deterministically_and_matches_its_log(tmp_path):
     run_dir = _scenario("healthy.qwen2", tmp_path)
     before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
-    obs = _examine(run_dir)
+    obs = _examine(run_dir, "healthy.qwen2")
     assert obs.outcome == "deterministic_match", obs.summary
     assert obs.evidence["replay"] == "launched"
     assert "--load-debug-rollout-data" in obs.evidence["how"]
@@ -241,7 +249,7 @@ def test_nondeterministic_kernel_scenario_is_nondeterministic(tmp_path):
     dump = load_train_dump(run_dir / "dump" / "train_data" / "0.pt")
     if all(a == b for a, b in zip(dump.log_probs, dump.ref_log_probs)):
         pytest.skip("the scenario's own train dump shows log_probs == ref_log_probs bitwise: no symptom to find")
-    obs = _examine(run_dir)
+    obs = _examine(run_dir, "kernel.nondeterministic")
     assert obs.outcome == "nondeterministic", obs.summary
     assert obs.evidence["replay"] == "launched"
     assert obs.evidence["replay_log_prob_max_abs_diff"] > 0

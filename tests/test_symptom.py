@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from metric_runs import SLIME_ARGS, SlimeLog, healthy_hf_series, healthy_series, hf_run, slime_metrics_log
+from metric_runs import (SLIME_ARGS, SlimeLog, healthy_hf_series, healthy_series, hf_run, noisy_extra, noisy_series,
+                         slime_metrics_log)
 from probes.symptom import PRECEDENCE, Symptom
 from triage.errors import Unavailable
 from triage.run import open_run
@@ -190,13 +191,17 @@ def test_step1_anomaly_kl_and_large_log_probs(tmp_path):
     assert obs.evidence["details"]["step1_anomaly"]["probe_outcome"] == "kl_nonzero"
     assert obs.evidence["details"]["step1_anomaly"]["log_prob_difference"] == pytest.approx(1e-4)
 
+    # the symptom uses step1_invariants' own pair of bars (the guides' 0.8; 2.0)
     s = healthy_series()
-    s["log_probs"][0] = s["ref_log_probs"][0] = -0.8  # elevated, but under the symptom's 1.0
+    s["log_probs"][0] = s["ref_log_probs"][0] = -0.75  # below the guides' 0.8
     assert classify(write(tmp_path / "mild", slime_metrics_log(s))).outcome == "no_symptom"
-    s["log_probs"][0] = s["ref_log_probs"][0] = -1.5
-    obs = classify(write(tmp_path / "large", slime_metrics_log(s)))
+    s["log_probs"][0] = s["ref_log_probs"][0] = -0.85
+    obs = classify(write(tmp_path / "elevated", slime_metrics_log(s)))
     assert obs.outcome == "step1_anomaly"
     assert obs.evidence["details"]["step1_anomaly"]["probe_outcome"] == "logprob_elevated"
+    s["log_probs"][0] = s["ref_log_probs"][0] = -2.5
+    obs = classify(write(tmp_path / "extreme", slime_metrics_log(s)))
+    assert obs.evidence["details"]["step1_anomaly"]["probe_outcome"] == "logprob_extreme"
 
 
 def test_nonfinite_before_grad_explosion(tmp_path):
@@ -275,13 +280,13 @@ def test_reward_flat_on_three_all_zero_rollouts(tmp_path):
 
 
 def test_policy_drift_from_a_bf16_engine_under_an_fp32_trainer(tmp_path):
-    s = healthy_series(3)
-    diff = {"step": {"train/train_rollout_logprob_abs_diff": np.array([0.0046, 0.0141, 0.0059])}}
-    slime_metrics_log(s, SHORT_FP32_ARGS, extra=diff).write(tmp_path / "bad")
+    # a bf16 engine's per-token difference sits around bf16 rounding (~1e-2); an fp32 one's at ~1e-7
+    s = noisy_series(6, seed=21, logp_gap=0.01)
+    slime_metrics_log(s, SHORT_FP32_ARGS, extra=noisy_extra(s)).write(tmp_path / "bad")
     obs = classify(open_run(str(tmp_path / "bad")))
     assert obs.outcome == "policy_drift"
     assert obs.evidence["details"]["policy_drift"]["probe_outcome"] == "logprob_mismatch"
 
-    same = {"step": {"train/train_rollout_logprob_abs_diff": np.array([2.2e-7, 2.7e-7, 1.9e-7])}}
-    slime_metrics_log(s, SHORT_FP32_ARGS, extra=same).write(tmp_path / "ok")
+    s = noisy_series(6, seed=21, logp_gap=2e-7)
+    slime_metrics_log(s, SHORT_FP32_ARGS, extra=noisy_extra(s)).write(tmp_path / "ok")
     assert classify(open_run(str(tmp_path / "ok"))).outcome == "no_symptom"

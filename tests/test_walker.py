@@ -11,6 +11,7 @@ from triage.api import triage_run
 import pytest
 
 from triage.errors import CorruptArtifact, CorruptCheckpoint, Unavailable
+from graph_support import write_catalog
 from triage.graph import load_graph
 from triage.probe import Probe
 from triage.run import open_run
@@ -121,13 +122,13 @@ nodes:
 def graph_for(tmp_path, last_probe="base"):
     d = tmp_path / "books"
     d.mkdir()
-    shutil.copy(ROOT / "playbooks" / "verdicts.yaml", d)
     edges = {
         "bad_dump": "{yes: verdict:healthy, no: verdict:healthy, unavailable: verdict:inconclusive, error: verdict:inconclusive}",
     }.get(last_probe, "{base: verdict:model.base_not_instruct, instruct: verdict:inconclusive, "
                       "unavailable: verdict:inconclusive, error: verdict:inconclusive}")
     text = textwrap.dedent(BOOK).replace("{probe}", last_probe).replace("{probe_edges}", edges)
     (d / "entry.yaml").write_text(text)
+    write_catalog(d)
     return load_graph(d, probes=PROBES)
 
 

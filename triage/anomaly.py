@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from triage.thresholds import count, threshold
+
 # MAD of a normal distribution times this is its standard deviation.
 MAD_TO_SIGMA = 1.4826
 # Series longer than this are reduced to block medians before O(n^2) work.
@@ -37,7 +39,22 @@ def median_mad(values: object) -> tuple[float, float]:
     return med, float(MAD_TO_SIGMA * np.median(np.abs(x - med)))
 
 
-def _scale_floor(median: float, mad: float, rel: float = 0.05, tiny: float = 1e-12) -> float:
+SCALE_FLOOR = threshold("anomaly.scale_floor")
+SPIKE_MIN_HISTORY = count("anomaly.spike_min_history")
+SPIKE_WINDOW = count("grad_norm.window")
+SPIKE_Z = threshold("grad_norm.spike_robust_z")
+SPIKE_MIN_RATIO = threshold("loss.spike_ratio")  # the guides' smallest jump called a spike (2x)
+CHANGE_MIN_GAIN = threshold("anomaly.change_min_gain")
+CHANGE_MIN_SHIFT = threshold("anomaly.change_min_shift")
+CHANGE_MIN_SEGMENT = count("anomaly.change_min_segment")
+NOISE_FLOOR = threshold("anomaly.noise_floor")
+RECENT_FRACTION = threshold("recent.fraction")
+RECENT_MIN = count("recent.min_records")
+# Numerical guards, not thresholds: the smallest scale a division may use.
+TINY = 1e-12
+
+
+def _scale_floor(median: float, mad: float, rel: float = SCALE_FLOOR, tiny: float = TINY) -> float:
     """A MAD of zero (a flat stretch) would make every change infinitely significant.
 
     The floor is a fraction of the level itself: a 5% wobble on a flat series is one sigma.
@@ -91,14 +108,16 @@ def find_spikes(
     values: object,
     steps: object | None = None,
     *,
-    window: int = 10,
-    z_threshold: float = 6.0,
-    min_ratio: float = 2.0,
+    window: int = SPIKE_WINDOW,
+    z_threshold: float = SPIKE_Z,
+    min_ratio: float = SPIKE_MIN_RATIO,
     abs_threshold: float | None = None,
-    min_history: int = 3,
+    floor: float | None = None,
+    min_history: int = SPIKE_MIN_HISTORY,
 ) -> list[Spike]:
     """Upward spikes: robust z over the trailing window above `z_threshold` and `min_ratio` x the
-    trailing median; or any value above `abs_threshold` (a hard ceiling from the guides).
+    trailing median, and above `floor` (the top of the healthy range, so a bump inside it is never
+    a spike); or any value above `abs_threshold` (a hard ceiling from the guides).
 
     The ratio condition keeps a series with a near-zero MAD from flagging every wobble.
     Only the first `min_history` points are exempt from the relative test (nothing precedes them).
@@ -119,7 +138,7 @@ def find_spikes(
             scale = _scale_floor(base, float(mad[i]))
             z = (v - base) / scale
             ratio = v / base if base > 0 else (math.inf if v > 0 else math.nan)
-            relative = z >= z_threshold and (base <= 0 or ratio >= min_ratio)
+            relative = z >= z_threshold and (base <= 0 or ratio >= min_ratio) and (floor is None or v > floor)
         absolute = abs_threshold is not None and v > abs_threshold
         if relative or absolute:
             out.append(Spike(i, int(st[i]), float(v), base, float(z), float(ratio)))
@@ -164,9 +183,9 @@ def change_point(
     values: object,
     steps: object | None = None,
     *,
-    min_segment: int = 3,
-    min_gain: float = 0.3,
-    min_shift: float = 4.0,
+    min_segment: int = CHANGE_MIN_SEGMENT,
+    min_gain: float = CHANGE_MIN_GAIN,
+    min_shift: float = CHANGE_MIN_SHIFT,
 ) -> ChangePoint | None:
     """The single best level shift in the finite values, or None when no split removes at least
     `min_gain` of the one-level L1 cost (deviations from the median), or when the two levels
@@ -200,7 +219,7 @@ def _significant(a: np.ndarray, b: np.ndarray, min_shift: float) -> bool:
     ma, mb = float(np.median(a)), float(np.median(b))
     residuals = np.concatenate([a - ma, b - mb])
     sigma = MAD_TO_SIGMA * float(np.median(np.abs(residuals)))
-    scale = max(sigma, 1e-3 * max(abs(ma), abs(mb)), 1e-12)
+    scale = max(sigma, NOISE_FLOOR * max(abs(ma), abs(mb)), TINY)
     return abs(mb - ma) / scale >= min_shift
 
 
@@ -230,9 +249,9 @@ def change_points(
     values: object,
     steps: object | None = None,
     *,
-    min_segment: int = 3,
-    min_gain: float = 0.3,
-    min_shift: float = 4.0,
+    min_segment: int = CHANGE_MIN_SEGMENT,
+    min_gain: float = CHANGE_MIN_GAIN,
+    min_shift: float = CHANGE_MIN_SHIFT,
     max_points: int = 4,
 ) -> list[ChangePoint]:
     """Binary segmentation in step order: split at the best change point, then look inside each part.
@@ -265,7 +284,7 @@ def change_points(
     bounds = [0, *sorted(cuts), x.size]
     for left, cut, right in zip(bounds, bounds[1:], bounds[2:]):
         before, after = x[left:cut], x[cut:right]
-        gain = 1.0 - (_l1_cost(before) + _l1_cost(after)) / max(_l1_cost(x[left:right]), 1e-300)
+        gain = 1.0 - (_l1_cost(before) + _l1_cost(after)) / max(_l1_cost(x[left:right]), TINY)
         out.append(ChangePoint(cut, int(st[cut]), float(np.median(before)), float(np.median(after)), gain))
     return out
 
@@ -280,10 +299,10 @@ class Trend:
     p_value: float  # two-sided, normal approximation
     slope: float  # Sen's slope: median of pairwise slopes, per step
 
-    def rising(self, alpha: float = 0.05, min_tau: float = 0.0) -> bool:
+    def rising(self, alpha: float, min_tau: float = 0.0) -> bool:
         return self.tau > min_tau and self.p_value < alpha
 
-    def falling(self, alpha: float = 0.05, min_tau: float = 0.0) -> bool:
+    def falling(self, alpha: float, min_tau: float = 0.0) -> bool:
         return self.tau < -min_tau and self.p_value < alpha
 
     def as_evidence(self) -> dict[str, float | int]:
@@ -386,14 +405,14 @@ def nonfinite_onset(values: object, steps: object | None = None) -> NonFinite | 
     )
 
 
-def tail(values: object, fraction: float = 0.2, minimum: int = 5) -> np.ndarray:
+def tail(values: object, fraction: float = RECENT_FRACTION, minimum: int = RECENT_MIN) -> np.ndarray:
     """The last `fraction` of a series (at least `minimum` points, at most all)."""
     x = _array(values)
     k = min(x.size, max(minimum, int(math.ceil(fraction * x.size))))
     return x[x.size - k :]
 
 
-def head(values: object, fraction: float = 0.2, minimum: int = 5) -> np.ndarray:
+def head(values: object, fraction: float = RECENT_FRACTION, minimum: int = RECENT_MIN) -> np.ndarray:
     """The first `fraction` of a series (at least `minimum` points, at most all)."""
     x = _array(values)
     k = min(x.size, max(minimum, int(math.ceil(fraction * x.size))))

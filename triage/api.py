@@ -25,7 +25,7 @@ def triage_run(
     if run.artifacts.logs and run.log.truncated_tail:
         notes.append("the log ends mid-line (still being written, or cut): its last line was read as far as it goes")
     result = walk(graph, run, executor)
-    return build_report(graph, run, result, time.perf_counter() - started, notes)
+    return build_report(graph, run, result, time.perf_counter() - started, notes + run.report_notes() + list(run.skipped))
 
 
 def triage(ref: str, runs_root: str | None = None, playbooks: Path | None = None,

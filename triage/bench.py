@@ -126,7 +126,7 @@ def run_bench(out: Path, patterns: list[str] | None = None, progress: bool = Tru
     from triage.api import triage_run
     from triage.executor import LocalExecutor
     from triage.run import open_run
-    from triage.testbed.scenarios import SCENARIOS, generate
+    from triage.testbed.scenarios import SCENARIOS, generate, job_environment
 
     names = select(patterns)
     graph = load_graph()
@@ -144,7 +144,10 @@ def run_bench(out: Path, patterns: list[str] | None = None, progress: bool = Tru
             gen_s = time.perf_counter() - t0
             bar.update(task, description=f"triaging {name}")
             t0 = time.perf_counter()
-            report = triage_run(open_run(str(run_dir)), graph, LocalExecutor())
+            run = open_run(str(run_dir))
+            # the user generated these runs: the replays may relaunch their jobs, in the scenario's environment
+            run.relaunch_allowed, run.relaunch_env = True, job_environment(name)
+            report = triage_run(run, graph, LocalExecutor())
             wall = time.perf_counter() - t0
             got = report.root_cause.id
             results.append(ScenarioResult(
@@ -166,17 +169,25 @@ def run_bench(out: Path, patterns: list[str] | None = None, progress: bool = Tru
 
 def add_bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="measure triage accuracy on the testbed's planted-fault scenarios")
-    p.add_argument("--out", type=Path, default=Path("bench-out"), help="where results.json and results.md go")
+    p.add_argument("--out", type=Path, default=None, help="where results.json and results.md go (default: bench-out)")
     p.add_argument("--only", action="append", metavar="PATTERN",
                    help="scenarios to run (glob on the name, repeatable), e.g. 'healthy.*'")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--field", nargs="?", const="", default=None, metavar="CORPUS",
+                   help="score the field corpus of real public cases instead (default: field/); "
+                        "writes field-results.json/.md only when --out is given")
     p.set_defaults(func=_cmd_bench)
 
 
 def _cmd_bench(ns) -> int:
     import sys
 
+    if ns.field is not None:
+        from triage.field_bench import DEFAULT_CORPUS, cmd_field
+
+        return cmd_field(Path(ns.field) if ns.field else DEFAULT_CORPUS, ns.out)
+    ns.out = ns.out or Path("bench-out")
     if ns.list:
         from triage.testbed.scenarios import SCENARIOS
 

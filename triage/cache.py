@@ -208,6 +208,8 @@ class CachingExecutor:
     def run_probe(self, node: Node, probe_cls: type[Probe], run: Run) -> Finding:
         if "engine" in probe_cls.needs or (run.engines and getattr(probe_cls, "live_engine", False)):
             return self.inner.run_probe(node, probe_cls, run)  # a live engine's state is not in the fingerprint
+        if probe_cls.executes_run_code and run.relaunch_allowed:
+            return self.inner.run_probe(node, probe_cls, run)  # consent changes what it does: never a cached answer
         key = cache_key(node, probe_cls, self._fingerprint(run))
         cached = self.cache.get(key)
         if cached is not None:

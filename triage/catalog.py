@@ -26,6 +26,11 @@ class Verdict(BaseModel):
     remedy: str
     flags: tuple[str, ...] = ()  # the exact flags / settings the remedy names
     sources: tuple[str, ...] = ()  # which guides it comes from
+    # the findings that establish it, as "probe:outcome": every path to the verdict must
+    # pass one of them (checked when the graph is compiled)
+    evidence: tuple[str, ...] = ()
+    # the cheapest step that would confirm or rule it out, when the walk could not decide
+    confirm: str | None = None
 
 
 def load_catalog(path: Path) -> Mapping[str, Verdict]:

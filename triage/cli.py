@@ -32,9 +32,17 @@ def _cmd_run(ns: argparse.Namespace) -> int:
 
     from triage.sources import open_any_run
 
-    run = open_any_run(ns.run, runs_root=ns.runs_root, ray_address=ns.ray_address)
-    run.engines.extend(ns.engine or [])
+    from triage.engines.consent import allow_list, consent_engines
+
+    allowed = allow_list(ns.engine_allow or [])
+    run = open_any_run(ns.run, runs_root=ns.runs_root, ray_address=ns.ray_address, allow_paths=ns.allow_path or [])
+    consent_engines(run, allowed, given=ns.engine or [])
     run.engine_writes_allowed = ns.allow_engine_writes
+    run.relaunch_allowed = ns.allow_relaunch
+    if ns.known_bugs:
+        from triage.known_bugs import use_known_bug_files
+
+        use_known_bug_files(ns.known_bugs)
     report = triage_run(run, load_graph(ns.playbooks) if ns.playbooks else None, executor=_executor(ns))
     if ns.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -77,7 +85,7 @@ def _cmd_probes(ns: argparse.Namespace) -> int:
     from triage.probe import registry
 
     rows = [
-        {"name": cls.name, "cost": cls.cost.value, "needs": list(cls.needs),
+        {"name": cls.name, "cost": cls.cost.value, "needs": list(cls.needs), **cls.capabilities(),
          "outcomes": list(cls.all_outcomes()), "description": cls.description()}
         for cls in registry().values()
     ]
@@ -88,10 +96,13 @@ def _cmd_probes(ns: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="Registered probes (entry-point group triage.probes)", show_lines=True)
-    for col in ("probe", "cost", "needs", "outcomes", "what it checks"):
+    for col in ("probe", "cost", "beyond reading", "needs", "outcomes", "what it checks"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], r["cost"], ", ".join(r["needs"]) or "-", ", ".join(r["outcomes"]), r["description"])
+        beyond = ", ".join(k.replace("_", " ") for k in ("executes_run_code", "contacts_engine", "writes_to_engine")
+                           if r[k]) or "-"
+        table.add_row(r["name"], r["cost"], beyond, ", ".join(r["needs"]) or "-", ", ".join(r["outcomes"]),
+                      r["description"])
     Console(file=sys.stdout, width=ns.width).print(table)
     return EXIT_OK
 
@@ -125,18 +136,31 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="triage a run and print the root-cause report")
-    run.add_argument("run", help="a run directory, or a run-id under the runs root")
+    run.add_argument("run", help="a run directory, a run-id under the runs root, a single log file, "
+                                 "or - for a log fragment on standard input")
     run.add_argument("--runs-root", default=None, help="where run-ids live (default: $TRIAGE_RUNS_ROOT)")
+    run.add_argument("--allow-path", action="append", metavar="DIR",
+                     help="let the run's paths lead into DIR too (repeatable; also $TRIAGE_ALLOWED_ROOTS, "
+                          "os.pathsep-separated), e.g. checkpoints on shared storage; other paths outside "
+                          "the run directory are skipped and the report says so")
     run.add_argument("--engine", action="append", metavar="URL",
                      help="a live SGLang server serving the run's weights (repeatable), e.g. http://127.0.0.1:30000")
     run.add_argument("--allow-engine-writes", action="store_true",
                      help="let engine probes send requests that change the engine (update_weights_*, flush_cache)")
+    run.add_argument("--engine-allow", action="append", metavar="HOST:PORT",
+                     help="contact an engine the run names (manifest engines:) at this address (repeatable; "
+                          "also $TRIAGE_ENGINE_ALLOW, comma-separated); others are listed as not contacted")
+    run.add_argument("--allow-relaunch", action="store_true",
+                     help="let replay probes start the run's own job (it runs the run's code); without it "
+                          "the report shows the command instead")
     run.add_argument("--executor", choices=("local", "ray"), default="local",
                      help="where probes run: in this process (default) or as Ray tasks")
     run.add_argument("--ray-address", default=None,
                      help="Ray dashboard address for ray job sources and --executor ray (default: $RAY_ADDRESS)")
     run.add_argument("--no-cache", action="store_true", help="rerun every probe instead of reusing cached findings")
     run.add_argument("--cache-db", default=None, help="findings cache file (default: $TRIAGE_DB or ~/.cache/triage/triage.db)")
+    run.add_argument("--known-bugs", action="append", metavar="FILE", default=None,
+                     help="a file of your own known-bug entries, matched with the shipped index (repeatable; $TRIAGE_KNOWN_BUGS)")
     fmt = run.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the report as JSON (root_cause.id, path, ...)")
     fmt.add_argument("--markdown", action="store_true", help="the report as Markdown")
@@ -156,11 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
     verdicts.set_defaults(func=_cmd_verdicts)
 
     from triage.bench import add_bench_parser
+    from triage.known_bugs import add_known_bugs_parser
     from triage.postmortem import add_postmortem_parser
     from triage.ray.watch import add_watch_parser
     from triage.service.cli import add_serve_parser
 
     add_bench_parser(sub)
+    add_known_bugs_parser(sub)
     add_postmortem_parser(sub)
     add_serve_parser(sub)
     add_watch_parser(sub)

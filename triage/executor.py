@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 import structlog
@@ -13,6 +15,7 @@ from triage.errors import BadInput, CorruptArtifact, TriageError, Unavailable
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
 from triage.graph import Node
 from triage.probe import Probe
+from triage.replay.consent import relaunch_permission
 from triage.run.run import NEEDS_HELP, Run
 
 log = structlog.get_logger("triage.executor")
@@ -43,8 +46,48 @@ def missing_need(probe_cls: type[Probe], run: Run) -> Missing | None:
         except TriageError as exc:
             return Missing(artifact=need, reason=f"{need} could not be read: {exc}", command=help_for.get(need))
         if not present:
+            if need in ("engine", "engine_weights") and run.engines_not_contacted:
+                return _engines_not_contacted(need, run)
             return Missing(artifact=need, reason=f"the run has no {need.replace('_', ' ')}", command=help_for.get(need))
     return None
+
+
+def _engines_not_contacted(need: str, run: Run) -> Missing:
+    """The run names engines, and none may be contacted: say which and how to allow one."""
+    named = ", ".join(run.engines_not_contacted[:4])
+    first = run.engines_not_contacted[0]
+    from triage.engines.consent import host_port
+
+    return Missing(artifact=need, reason=f"the run names engine(s) {named}, not contacted: an engine the run names "
+                   "is contacted only when its host:port is on the engine allow-list",
+                   command=f"--engine-allow {host_port(first) or 'HOST:PORT'} (or TRIAGE_ENGINE_ALLOW), "
+                           f"or --engine {first}")
+
+
+def relaunch_allowed_for(probe_cls: type[Probe], run: Run) -> bool:
+    """The relaunch gate: a probe may start the run's job only if it declares so and the user consented."""
+    return bool(probe_cls.executes_run_code and run.relaunch_allowed)
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    """`Type: message` on one line, bounded, without advice to load unsafely."""
+    from triage.errors import without_unsafe_advice
+
+    text = " ".join(without_unsafe_advice(str(exc)).split())
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@contextmanager
+def confined_to(run: Run) -> Iterator[None]:
+    """While a probe runs, files are read only inside the run's allowed roots (`triage.safe_io`)."""
+    from triage import safe_io
+
+    token = safe_io.confine(getattr(run, "allowed_roots", None) or (run.root,))
+    try:
+        yield
+    finally:
+        safe_io.reset(token)
 
 
 def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
@@ -55,7 +98,8 @@ def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
     if missing is not None:
         return Finding(**base, outcome=UNAVAILABLE, summary=missing.reason, missing=missing)
     try:
-        obs = probe_cls(node.params).examine(run)
+        with relaunch_permission(relaunch_allowed_for(probe_cls, run), run.relaunch_hint), confined_to(run):
+            obs = probe_cls(node.params).examine(run)
     except Unavailable as exc:
         return Finding(
             **base, outcome=UNAVAILABLE, summary=exc.reason,
@@ -76,8 +120,11 @@ def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
         log.warning("probe_failed", probe=probe_cls.name, node=node.id, error=str(exc))
         return Finding(**base, outcome=ERROR, summary=str(exc), error=str(exc), duration_s=time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - a crashing probe is a finding, the walk goes on
-        log.error("probe_crashed", probe=probe_cls.name, node=node.id, error=repr(exc), exc_info=True)
-        msg = f"probe {probe_cls.name} crashed: {type(exc).__name__}: {exc}"
+        # one line on stderr; the traceback (plain, no local variables: they can hold secrets and
+        # huge values) only in the debug log (-vv)
+        log.error("probe_crashed", probe=probe_cls.name, node=node.id, error=_short(exc))
+        log.debug("probe_crashed_traceback", probe=probe_cls.name, node=node.id, exc_info=True)
+        msg = f"probe {probe_cls.name} crashed: {_short(exc)}"
         return Finding(**base, outcome=ERROR, summary=msg, error=msg, duration_s=time.perf_counter() - started)
     return Finding(
         **base, outcome=obs.outcome, summary=obs.summary, evidence=obs.evidence,

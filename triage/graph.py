@@ -17,14 +17,29 @@ A playbook is a YAML file under `playbooks/`::
           error: metrics.classify               # a node of another playbook
           ...
 
+A *question* is a sub-graph asked in several playbooks (the engine's weights, from a dump
+or a live engine) and defined once, in a file with ``question:`` instead of ``playbook:``.
+It lists its ``exits``; its nodes lead to ``exit:<name>``, to verdicts, or to its own
+nodes. A playbook node asks it with ``question: <name>`` and maps every exit to a target::
+
+      weights:
+        question: engine_weights
+        on: {match: template, value_mismatch: verdict:weights.name_mapping, unknown: template}
+
+Each call is compiled as its own copy of the question's nodes (ids ``<caller>/<node>``),
+so the graph stays acyclic and every path can be checked.
+
 Loading refuses, naming the file and node: a declared outcome without an edge, an edge
-for an outcome the probe does not declare, an unknown node / playbook / probe / verdict,
-a cycle, a node unreachable from the entry playbook, a path that does not end in a verdict.
+for an outcome the probe does not declare, an unknown node / playbook / question / probe /
+verdict, a cycle, a node unreachable from the entry playbook, a path that does not end in
+a verdict, and any edge that breaks the evidence rule (`check_evidence`): a probe that
+could not run (`unavailable`, `error`) never leads to `healthy`, and a path reaches a
+fault verdict only through a finding its catalog entry names as evidence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,13 +49,16 @@ import re
 import networkx as nx
 import yaml
 
-from triage.catalog import Verdict, load_catalog
+from triage.catalog import HEALTHY, INCONCLUSIVE, Verdict, load_catalog
 from triage.errors import PlaybookError
+from triage.finding import IMPLICIT_OUTCOMES
 from triage.probe import Probe, registry
 
 ENTRY_PLAYBOOK = "entry"
 VERDICT_PREFIX = "verdict:"
 PLAYBOOK_PREFIX = "playbook:"
+EXIT_PREFIX = "exit:"
+QUESTION_SEP = "/"  # <caller node id>/<question node>
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "playbooks"
 
 
@@ -52,6 +70,8 @@ class Node:
     params: Any  # the probe's validated Params model
     ask: str  # the question this node answers, shown in reports
     edges: Mapping[str, str]  # outcome -> node id or "verdict:<id>"
+    question: str | None = None  # the question this node belongs to, when it is part of one
+    exits: Mapping[str, str] = field(default_factory=dict)  # outcome -> the question's exit it takes
 
 
 @dataclass
@@ -65,12 +85,24 @@ class Playbook:
 
 
 @dataclass
+class Question:
+    name: str
+    title: str
+    description: str
+    entry: str  # local node name
+    exits: tuple[str, ...]
+    path: Path
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # local name -> raw spec
+
+
+@dataclass
 class DecisionGraph:
     graph: nx.DiGraph
     nodes: dict[str, Node]
     playbooks: dict[str, Playbook]
     catalog: Mapping[str, Verdict]
     probes: Mapping[str, type[Probe]]
+    questions: dict[str, Question] = field(default_factory=dict)
 
     @property
     def entry(self) -> str:
@@ -110,14 +142,19 @@ def _read_playbook(path: Path) -> dict[str, Any]:
         raise _fail(path, f"not readable YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, dict):
         raise _fail(path, "a playbook must be a mapping with 'playbook', 'entry' and 'nodes'")
-    for key in ("playbook", "entry", "nodes"):
+    kind = "question" if "question" in raw else "playbook"
+    for key in (kind, "entry", "nodes") + (("exits",) if kind == "question" else ()):
         if key not in raw:
             raise _fail(path, f"missing '{key}'")
     if not isinstance(raw["nodes"], dict) or not raw["nodes"]:
         raise _fail(path, "'nodes' must be a non-empty mapping")
-    unknown = set(raw) - {"playbook", "title", "description", "entry", "nodes"}
+    allowed = {kind, "title", "description", "entry", "nodes"} | ({"exits"} if kind == "question" else set())
+    unknown = set(raw) - allowed
     if unknown:
         raise _fail(path, f"unknown keys {sorted(unknown)}")
+    if kind == "question" and (not isinstance(raw["exits"], list) or not raw["exits"]
+                               or not all(isinstance(e, str) for e in raw["exits"])):
+        raise _fail(path, "'exits' must be a non-empty list of exit names")
     return raw
 
 
@@ -129,91 +166,171 @@ def _resolve_target(target: Any, playbook: str, path: Path, node: str, outcome: 
     return target if "." in target else f"{playbook}.{target}"
 
 
+def _parse_node_spec(path: Path, local: str, spec: Any, allow_question: bool) -> None:
+    if not isinstance(spec, dict):
+        raise _fail(path, f"node {local!r} must be a mapping with 'probe' (or 'question') and 'on'")
+    extra = set(spec) - {"probe", "question", "params", "ask", "on"}
+    if extra:
+        raise _fail(path, f"node {local!r}: unknown keys {sorted(extra)}")
+    if "question" in spec:
+        if not allow_question:
+            raise _fail(path, f"node {local!r}: a question's node cannot ask another question")
+        if "probe" in spec or "params" in spec:
+            raise _fail(path, f"node {local!r}: a node asks either a probe or a question, not both")
+    if not isinstance(spec.get("on"), dict):
+        what = f"question {spec['question']!r}" if "question" in spec else f"probe {spec.get('probe')!r}"
+        raise _fail(path, f"node {local!r}: 'on' must map each outcome of {what} to a target")
+
+
 def load_graph(directory: Path | None = None, probes: Mapping[str, type[Probe]] | None = None) -> DecisionGraph:
-    """Compile every playbook in `directory` with the verdict catalog into one graph."""
+    """Compile every playbook and question in `directory` with the verdict catalog into one graph."""
     directory = directory or DEFAULT_DIR
     probes = probes if probes is not None else registry()
     catalog_path = directory / "verdicts.yaml"
     if not catalog_path.is_file():
         raise PlaybookError(f"{directory}: no verdicts.yaml (the verdict catalog)")
     catalog = load_catalog(catalog_path)
-    graph = nx.DiGraph()
-    nodes: dict[str, Node] = {}
-    playbooks: dict[str, Playbook] = {}
-    pending: list[tuple[Path, str, str, str]] = []  # (path, node id, outcome, raw target)
-    drafts: dict[str, tuple[str, str, Any, str]] = {}  # node id -> (playbook, probe, params, ask)
-    destinations: dict[str, dict[str, str]] = {}  # node id -> outcome -> resolved node id / verdict
-
     files = sorted(p for p in directory.glob("*.yaml") if p.name != "verdicts.yaml")
     if not files:
         raise PlaybookError(f"{directory}: no playbooks (*.yaml)")
+
+    playbooks: dict[str, Playbook] = {}
+    questions: dict[str, Question] = {}
+    raws: list[tuple[Path, dict[str, Any]]] = []
     for path in files:
         raw = _read_playbook(path)
+        if "question" in raw:
+            name = str(raw["question"])
+            if name in questions or name in playbooks:
+                raise _fail(path, f"question {name!r} is defined twice")
+            if str(raw["entry"]) not in raw["nodes"]:
+                raise _fail(path, f"entry node {raw['entry']!r} is not one of its nodes")
+            for local, spec in raw["nodes"].items():
+                _parse_node_spec(path, local, spec, allow_question=False)
+            questions[name] = Question(name, str(raw.get("title", name)), str(raw.get("description", "")),
+                                       str(raw["entry"]), tuple(raw["exits"]), path, dict(raw["nodes"]))
+            continue
         name = str(raw["playbook"])
-        if name in playbooks:
-            raise _fail(path, f"playbook {name!r} is also defined in {playbooks[name].path.name}")
+        if name in playbooks or name in questions:
+            raise _fail(path, f"playbook {name!r} is also defined in {playbooks[name].path.name if name in playbooks else 'a question'}")
         if str(raw["entry"]) not in raw["nodes"]:
             raise _fail(path, f"entry node {raw['entry']!r} is not one of its nodes")
-        book = Playbook(name, str(raw.get("title", name)), str(raw.get("description", "")), f"{name}.{raw['entry']}", path)
-        playbooks[name] = book
-        for local, spec in raw["nodes"].items():
-            node_id = f"{name}.{local}"
-            if not isinstance(spec, dict):
-                raise _fail(path, f"node {local!r} must be a mapping with 'probe' and 'on'")
-            extra = set(spec) - {"probe", "params", "ask", "on"}
-            if extra:
-                raise _fail(path, f"node {local!r}: unknown keys {sorted(extra)}")
-            probe_name = spec.get("probe")
-            if probe_name not in probes:
-                raise _fail(path, f"node {local!r}: unknown probe {probe_name!r} (registered: {', '.join(probes)})")
-            probe_cls = probes[probe_name]
-            params = probe_cls.parse_params(spec.get("params"), f"{path.name}: node {local!r}")
-            edges_raw = spec.get("on")
-            if not isinstance(edges_raw, dict):
-                raise _fail(path, f"node {local!r}: 'on' must map each outcome of {probe_name!r} to a target")
-            declared = probe_cls.all_outcomes()
-            missing = [o for o in declared if o not in edges_raw]
-            if missing:
-                raise _fail(path, f"node {local!r}: no edge for outcome(s) {missing} of probe {probe_name!r}")
-            undeclared = [o for o in edges_raw if o not in declared]
-            if undeclared:
-                raise _fail(path, f"node {local!r}: probe {probe_name!r} has no outcome(s) {undeclared} (it declares {list(declared)})")
-            edges = {o: _resolve_target(t, name, path, local, o) for o, t in edges_raw.items()}
-            drafts[node_id] = (name, probe_name, params, str(spec.get("ask", probe_cls.description())))
-            book.nodes.append(node_id)
-            graph.add_node(node_id, kind="node", playbook=name, probe=probe_name)
-            for outcome, target in edges.items():
-                pending.append((path, node_id, outcome, target))
-
+        playbooks[name] = Playbook(name, str(raw.get("title", name)), str(raw.get("description", "")),
+                                   f"{name}.{raw['entry']}", path)
+        raws.append((path, raw))
     if ENTRY_PLAYBOOK not in playbooks:
         raise PlaybookError(f"{directory}: no entry playbook (a file with 'playbook: {ENTRY_PLAYBOOK}')")
 
-    for path, node_id, outcome, target in pending:
-        local = node_id.split(".", 1)[1]
-        if target.startswith(VERDICT_PREFIX):
-            vid = target[len(VERDICT_PREFIX):]
-            if vid not in catalog:
-                raise _fail(path, f"node {local!r}: outcome {outcome!r} leads to unknown verdict {vid!r}")
-            graph.add_node(target, kind="verdict")
-            dest = target
-        elif target.startswith(PLAYBOOK_PREFIX):
-            book_name = target[len(PLAYBOOK_PREFIX):]
-            if book_name not in playbooks:
-                raise _fail(path, f"node {local!r}: outcome {outcome!r} leads to unknown playbook {book_name!r}")
-            dest = playbooks[book_name].entry
-        else:
-            if target not in drafts:
-                raise _fail(path, f"node {local!r}: outcome {outcome!r} leads to unknown node {target!r}")
-            dest = target
-        # several outcomes may share a target; keep them all on one edge
-        if graph.has_edge(node_id, dest):
-            graph.edges[node_id, dest]["outcomes"].append(outcome)
-        else:
-            graph.add_edge(node_id, dest, outcomes=[outcome])
-        destinations.setdefault(node_id, {})[outcome] = dest
+    # node id -> (file, local name for messages, playbook, probe, params, ask, question, raw edges, resolver)
+    drafts: dict[str, dict[str, Any]] = {}
+    aliases: dict[str, str] = {}  # a node that asks a question -> the first node of its copy
+    asked: set[str] = set()
 
-    for node_id, (book_name, probe_name, params, ask) in drafts.items():
-        nodes[node_id] = Node(node_id, book_name, probe_name, params, ask, destinations[node_id])
+    def add_probe_node(node_id: str, path: Path, where: str, book: str, spec: dict[str, Any],
+                       question: str | None, targets: dict[str, str], exits: dict[str, str]) -> None:
+        probe_name = spec.get("probe")
+        if probe_name not in probes:
+            raise _fail(path, f"{where}: unknown probe {probe_name!r} (registered: {', '.join(probes)})")
+        probe_cls = probes[probe_name]
+        params = probe_cls.parse_params(spec.get("params"), f"{path.name}: {where}")
+        declared = probe_cls.all_outcomes()
+        missing = [o for o in declared if o not in spec["on"]]
+        if missing:
+            raise _fail(path, f"{where}: no edge for outcome(s) {missing} of probe {probe_name!r}")
+        undeclared = [o for o in spec["on"] if o not in declared]
+        if undeclared:
+            raise _fail(path, f"{where}: probe {probe_name!r} has no outcome(s) {undeclared} (it declares {list(declared)})")
+        drafts[node_id] = dict(path=path, where=where, playbook=book, probe=probe_name, params=params,
+                               ask=str(spec.get("ask", probe_cls.description())), question=question,
+                               targets=targets, exits=exits)
+
+    for path, raw in raws:
+        book_name = str(raw["playbook"])
+        book = playbooks[book_name]
+        for local, spec in raw["nodes"].items():
+            node_id = f"{book_name}.{local}"
+            where = f"node {local!r}"
+            _parse_node_spec(path, local, spec, allow_question=True)
+            book.nodes.append(node_id)
+            if "question" not in spec:
+                targets = {o: _resolve_target(t, book_name, path, local, o) for o, t in spec["on"].items()}
+                add_probe_node(node_id, path, where, book_name, spec, None, targets, {})
+                continue
+            qname = str(spec["question"])
+            if qname not in questions:
+                raise _fail(path, f"{where}: unknown question {qname!r} (questions: {', '.join(sorted(questions)) or 'none'})")
+            q = questions[qname]
+            asked.add(qname)
+            missing = [e for e in q.exits if e not in spec["on"]]
+            if missing:
+                raise _fail(path, f"{where}: no edge for exit(s) {missing} of question {qname!r}")
+            undeclared = [e for e in spec["on"] if e not in q.exits]
+            if undeclared:
+                raise _fail(path, f"{where}: question {qname!r} has no exit(s) {undeclared} (it declares {list(q.exits)})")
+            exit_targets = {e: _resolve_target(t, book_name, path, local, e) for e, t in spec["on"].items()}
+            aliases[node_id] = f"{node_id}{QUESTION_SEP}{q.entry}"
+            for qlocal, qspec in q.nodes.items():
+                qwhere = f"node {qlocal!r} (asked from {node_id})"
+                targets: dict[str, str] = {}
+                exits: dict[str, str] = {}
+                for outcome, t in qspec["on"].items():
+                    if not isinstance(t, str) or not t:
+                        raise _fail(q.path, f"{qwhere}: edge for outcome {outcome!r} must name a node, exit:<name> or verdict:<id>")
+                    if t.startswith(EXIT_PREFIX):
+                        exit_name = t[len(EXIT_PREFIX):]
+                        if exit_name not in q.exits:
+                            raise _fail(q.path, f"{qwhere}: outcome {outcome!r} leads to unknown exit {exit_name!r} (exits: {list(q.exits)})")
+                        targets[outcome], exits[outcome] = exit_targets[exit_name], exit_name
+                    elif t.startswith(VERDICT_PREFIX):
+                        targets[outcome] = t
+                    elif t in q.nodes:
+                        targets[outcome] = f"{node_id}{QUESTION_SEP}{t}"
+                    else:
+                        raise _fail(q.path, f"{qwhere}: outcome {outcome!r} leads to {t!r}, which is not a node of question {qname!r}, an exit or a verdict")
+                add_probe_node(f"{node_id}{QUESTION_SEP}{qlocal}", q.path, qwhere, book_name, qspec, qname, targets, exits)
+    for qname, q in questions.items():
+        if qname not in asked:
+            raise _fail(q.path, f"question {qname!r} is never asked by a playbook")
+
+    graph = nx.DiGraph()
+    nodes: dict[str, Node] = {}
+    for node_id, d in drafts.items():
+        graph.add_node(node_id, kind="node", playbook=d["playbook"], probe=d["probe"])
+    for node_id, d in drafts.items():
+        destinations: dict[str, str] = {}
+        for outcome, target in d["targets"].items():
+            where = d["where"]
+            if target.startswith(VERDICT_PREFIX):
+                vid = target[len(VERDICT_PREFIX):]
+                if vid not in catalog:
+                    raise _fail(d["path"], f"{where}: outcome {outcome!r} leads to unknown verdict {vid!r}")
+                graph.add_node(target, kind="verdict")
+                dest = target
+            elif target.startswith(PLAYBOOK_PREFIX):
+                book_name = target[len(PLAYBOOK_PREFIX):]
+                if book_name not in playbooks:
+                    raise _fail(d["path"], f"{where}: outcome {outcome!r} leads to unknown playbook {book_name!r}")
+                dest = playbooks[book_name].entry
+            else:
+                dest = target
+            dest = aliases.get(dest, dest)
+            if not dest.startswith(VERDICT_PREFIX) and dest not in drafts:
+                raise _fail(d["path"], f"{where}: outcome {outcome!r} leads to unknown node {target!r}")
+            # several outcomes may share a target; keep them all on one edge
+            if graph.has_edge(node_id, dest):
+                graph.edges[node_id, dest]["outcomes"].append(outcome)
+            else:
+                graph.add_edge(node_id, dest, outcomes=[outcome])
+            destinations[outcome] = dest
+        nodes[node_id] = Node(node_id, d["playbook"], d["probe"], d["params"], d["ask"], destinations,
+                              d["question"], d["exits"])
+    for book in playbooks.values():
+        book.entry = aliases.get(book.entry, book.entry)
+        book.nodes = [x for b in book.nodes
+                      for x in ([b] if b in drafts else sorted(y for y in drafts if y.startswith(b + QUESTION_SEP)))]
+
+    def where_of(node_id: str) -> tuple[Path, str]:
+        return drafts[node_id]["path"], drafts[node_id]["where"]
 
     try:
         cycle = nx.find_cycle(graph)
@@ -221,17 +338,96 @@ def load_graph(directory: Path | None = None, probes: Mapping[str, type[Probe]] 
         cycle = None
     if cycle:
         loop = " -> ".join(u for u, _ in cycle) + f" -> {cycle[0][0]}"
-        first = nodes[cycle[0][0]]
-        raise _fail(playbooks[first.playbook].path, f"node {cycle[0][0].split('.', 1)[1]!r} is on a cycle: {loop}")
+        path, where = where_of(cycle[0][0])
+        raise _fail(path, f"{where} is on a cycle: {loop}")
 
     entry = playbooks[ENTRY_PLAYBOOK].entry
     reachable = nx.descendants(graph, entry) | {entry}
-    for node_id, node in nodes.items():
+    for node_id in nodes:
         if node_id not in reachable:
-            raise _fail(playbooks[node.playbook].path, f"node {node_id.split('.', 1)[1]!r} is unreachable from the entry playbook")
+            path, where = where_of(node_id)
+            raise _fail(path, f"{where} is unreachable from the entry playbook")
     for n in graph.nodes:
         if graph.out_degree(n) == 0 and not n.startswith(VERDICT_PREFIX):
-            node = nodes[n]
-            raise _fail(playbooks[node.playbook].path, f"node {n.split('.', 1)[1]!r}: a path ends here without a verdict")
+            path, where = where_of(n)
+            raise _fail(path, f"{where}: a path ends here without a verdict")
 
-    return DecisionGraph(graph=graph, nodes=nodes, playbooks=playbooks, catalog=catalog, probes=probes)
+    result = DecisionGraph(graph=graph, nodes=nodes, playbooks=playbooks, catalog=catalog, probes=probes,
+                           questions=questions)
+    check_evidence(result, where_of)
+    return result
+
+
+Evidence = frozenset[tuple[str, str]]
+
+
+def evidence_alternatives(verdict: Verdict, probes: Mapping[str, type[Probe]],
+                          questions: Mapping[str, Question], catalog_path: str = "verdicts.yaml") -> list[Evidence]:
+    """A verdict's `evidence:` entries, each a set of (probe or question, outcome) that must all be seen."""
+    alternatives = []
+    for entry in verdict.evidence:
+        alt = set()
+        for token in entry.split("+"):
+            name, _, outcome = token.strip().partition(":")
+            if name in probes:
+                known = probes[name].outcomes
+            elif name in questions:
+                known = questions[name].exits
+            else:
+                raise PlaybookError(f"{catalog_path}: verdict {verdict.id!r}: evidence {token.strip()!r} names no probe or question")
+            if outcome not in known:
+                raise PlaybookError(f"{catalog_path}: verdict {verdict.id!r}: evidence {token.strip()!r}: {name!r} has no outcome {outcome!r} (it declares {list(known)})")
+            alt.add((name, outcome))
+        alternatives.append(frozenset(alt))
+    return alternatives
+
+
+def _edge_tokens(node: Node, outcome: str) -> set[tuple[str, str]]:
+    """What a finding with this outcome observed: nothing when the probe could not run."""
+    if outcome in IMPLICIT_OUTCOMES:
+        return set()
+    tokens = {(node.probe, outcome)}
+    if outcome in node.exits and node.question:
+        tokens.add((node.question, node.exits[outcome]))
+    return tokens
+
+
+def check_evidence(graph: DecisionGraph, where_of: Callable[[str], tuple[Path, str]]) -> None:
+    """The evidence rule of ROOT_CAUSES.md, checked on every path of the compiled graph.
+
+    A probe that could not run is never evidence: its edge may lead to another node or to
+    `inconclusive`, never to `healthy`; and every path that reaches a fault verdict (or
+    `healthy`) passes through a finding its catalog entry lists under `evidence:`.
+    """
+    alternatives = {vid: evidence_alternatives(v, graph.probes, graph.questions) for vid, v in graph.catalog.items()}
+    relevant = {token for alts in alternatives.values() for alt in alts for token in alt}
+    # node -> the distinct sets of evidence tokens observed along the paths that reach it
+    seen: dict[str, set[frozenset[tuple[str, str]]]] = {graph.entry: {frozenset()}}
+    order = [n for n in nx.topological_sort(graph.graph) if not n.startswith(VERDICT_PREFIX)]
+    for node_id in order:
+        if node_id not in seen:
+            continue
+        node = graph.nodes[node_id]
+        for outcome, dest in node.edges.items():
+            tokens = frozenset(_edge_tokens(node, outcome) & relevant)
+            observed = {paths | tokens for paths in seen[node_id]}
+            if not dest.startswith(VERDICT_PREFIX):
+                seen.setdefault(dest, set()).update(observed)
+                continue
+            vid = dest[len(VERDICT_PREFIX):]
+            if vid == INCONCLUSIVE:
+                continue
+            path, where = where_of(node_id)
+            could_not_run = outcome in IMPLICIT_OUTCOMES
+            if vid == HEALTHY and could_not_run:
+                raise _fail(path, f"{where}: outcome {outcome!r} (the probe could not run) leads to verdict 'healthy': a check that could not run is never evidence of health")
+            alts = alternatives[vid]
+            if not alts:
+                raise _fail(path, f"{where}: outcome {outcome!r} leads to verdict {vid!r}, which declares no evidence (add 'evidence:' to its catalog entry)")
+            short = next((o for o in sorted(observed, key=len) if not any(alt <= o for alt in alts)), None)
+            if short is not None:
+                wanted = " or ".join(" + ".join(f"{a}:{b}" for a, b in sorted(alt)) for alt in alts)
+                had = ", ".join(f"{a}:{b}" for a, b in sorted(short)) or "none of it"
+                because = "(the probe could not run) " if could_not_run else ""
+                raise _fail(path, f"{where}: outcome {outcome!r} {because}leads to verdict {vid!r}, but a path here observes only "
+                                  f"({had}), not its evidence ({wanted})")

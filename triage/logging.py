@@ -1,4 +1,8 @@
-"""structlog set-up: diagnostics go to stderr (console in a terminal, JSON for services)."""
+"""structlog set-up: diagnostics go to stderr (console in a terminal, JSON for services).
+
+Tracebacks are rendered plain, never with local variables, and a crashing probe's
+traceback is logged at debug level only (`-vv`).
+"""
 
 from __future__ import annotations
 
@@ -28,7 +32,10 @@ def configure(verbosity: int = 0, json: bool = False) -> None:
     if json:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
-        processors += [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
+        # plain tracebacks: rich's default shows every frame's local variables, which can hold
+        # secrets and take minutes to render (a 4,000-digit integer)
+        processors += [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(),
+                                                     exception_formatter=structlog.dev.plain_traceback)]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),

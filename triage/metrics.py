@@ -1,9 +1,12 @@
-"""One view of a run's metric series, whatever framework logged them.
+"""One view of a run's metric series, whatever framework logged them, wherever.
 
 slime / miles / Relax log `step N: {'train/grad_norm': …}` and `rollout N: {'rollout/log_probs': …}`;
-TRL / axolotl log `grad_norm`, `kl`, `entropy`, `reward`… in trainer_state.json's log_history.
+TRL / axolotl log `grad_norm`, `kl`, `entropy`, `reward`… in trainer_state.json's log_history
+and on the console; verl `step:N - actor/grad_norm:…`; ms-swift JSON lines; OpenRLHF its
+progress bar. Beyond the log: TensorBoard event files, W&B offline runs, JSONL files.
 Probes ask for canonical names (`grad_norm`, `kl`, `entropy`, …) and get a `Series`
-with the source key it came from, so evidence can quote the real metric name.
+with the source key it came from, so evidence can quote the real metric name. What each
+framework calls each canonical metric is data: `triage/frameworks/metrics.yaml`.
 """
 
 from __future__ import annotations
@@ -18,56 +21,54 @@ from triage.formats.metric_table import MetricTable
 if TYPE_CHECKING:
     from triage.run.run import Run
 
-# canonical name -> candidate (kind, key) pairs, most specific first.
-# kinds: step / rollout / perf / eval from slime-family logs, "hf" from trainer_state log_history.
-CANONICAL: dict[str, tuple[tuple[str, str], ...]] = {
-    "loss": (("step", "train/loss"), ("hf", "loss"), ("hf", "train/loss")),
-    "pg_loss": (("step", "train/pg_loss"),),
-    "grad_norm": (("step", "train/grad_norm"), ("hf", "grad_norm"), ("hf", "train/grad_norm")),
-    "lr": (("step", "train/lr-pg_0"), ("hf", "learning_rate"), ("hf", "train/learning_rate")),
-    "ppo_kl": (("step", "train/ppo_kl"),),
-    "kl_loss": (("step", "train/kl_loss"),),
-    "kl": (("hf", "kl"), ("rollout", "rollout/kl"), ("step", "train/kl_loss")),
-    "entropy": (("hf", "entropy"), ("rollout", "rollout/entropy"), ("step", "train/entropy_loss")),
-    "log_probs": (("rollout", "rollout/log_probs"),),
-    "ref_log_probs": (("rollout", "rollout/ref_log_probs"),),
-    "rollout_log_probs": (("rollout", "rollout/rollout_log_probs"),),
-    # the reward's level: slime's `rollout/rewards` is group-normalised under GRPO (about 0 by
-    # construction), so the raw reward comes first
-    "reward": (
-        ("rollout", "rollout/raw_reward"),
-        ("hf", "reward"),
-        ("hf", "rewards/mean"),
-        ("rollout", "rollout/rewards"),
-    ),
-    "reward_std": (("hf", "reward_std"),),
-    "frac_reward_zero_std": (("hf", "frac_reward_zero_std"),),
-    "advantages": (("rollout", "rollout/advantages"),),
-    "response_length": (
-        ("perf", "rollout/response_len/mean"),
-        ("rollout", "rollout/response_lengths"),
-        ("hf", "completions/mean_length"),
-    ),
-    "truncated_ratio": (
-        ("perf", "rollout/truncated_ratio"),
-        ("rollout", "rollout/truncated"),
-        ("hf", "completions/clipped_ratio"),
-    ),
-    "clip_ratio": (("hf", "clip_ratio/region_mean"), ("step", "train/pg_clipfrac")),
-    "logp_diff": (
-        ("step", "train/train_rollout_logprob_abs_diff"),
-        ("hf", "sampling/sampling_logp_difference/mean"),
-    ),
-    "is_ratio_min": (("hf", "sampling/importance_sampling_ratio/min"),),
-    "train_rollout_kl": (("step", "train/train_rollout_kl"),),
-    "repetition_frac": (("perf", "rollout/repetition_frac"),),
-    "rollout_time": (("perf", "perf/rollout_time"),),
-    # The reward as the reward function returned it. slime's `rollout/rewards` is the
-    # group-normalised reward under GRPO (mean ~0 by construction), so judging the
-    # reward's level needs `rollout/raw_reward`; TRL's `reward` is already raw.
-    "raw_reward": (("rollout", "rollout/raw_reward"), ("hf", "reward"), ("hf", "rewards/mean")),
-    "response_length_max": (("perf", "rollout/response_len/max"), ("hf", "completions/max_length")),
+# Where records come from, by MetricTable kind: a log grammar's kinds, trainer_state.json's
+# "hf", and the readers beyond the log.
+EXTERNAL_KINDS = ("tensorboard", "wandb", "jsonl")
+SOURCE_OF_KIND = {
+    "step": "log:slime_dict", "critic-step": "log:slime_dict", "rollout": "log:slime_dict", "perf": "log:slime_dict",
+    "eval": "log:slime_dict", "passrate": "log:slime_dict", "multi_turn": "log:slime_dict",
+    "verl": "log:verl_console", "hf_log": "log:hf_dict", "hf_log_eval": "log:hf_dict", "hf_log_summary": "log:hf_dict",
+    "swift": "log:swift_json", "openrlhf": "log:tqdm_postfix", "hf": "trainer_state",
+    "tensorboard": "tensorboard", "wandb": "wandb", "jsonl": "jsonl",
 }
+# kinds a framework cell's kind also stands for: the HF Trainer's printed dicts are the
+# same records as trainer_state.json's log_history, read when that file is absent.
+_ALSO_KINDS = {"hf": ("hf_log",)}
+
+
+def _candidates() -> dict[str, tuple[tuple[str, str], ...]]:
+    """canonical name -> (kind, key) pairs, most specific first, from triage/frameworks/metrics.yaml.
+
+    The log's and trainer_state's kinds come first, in the file's column order; then the
+    same keys as tags of TensorBoard, W&B and JSONL records (also under `train/`, the
+    prefix the HF Trainer's callbacks add).
+    """
+    from triage.frameworks import metric_vocabulary
+
+    table: dict[str, tuple[tuple[str, str], ...]] = {}
+    for name, row in metric_vocabulary().items():
+        seen: dict[tuple[str, str], None] = {}
+        bare: dict[str, None] = {}
+        for cell in row.values():
+            for spec in cell["keys"]:
+                kind, sep, key = spec.partition(":")
+                if not sep:
+                    raise ValueError(f"metrics.yaml: {name}: {spec!r} is not kind:key")
+                seen[(kind, key)] = None
+                for alt in _ALSO_KINDS.get(kind, ()):
+                    seen[(alt, key)] = None
+                bare[key] = None
+        for ext in EXTERNAL_KINDS:
+            for key in bare:
+                seen[(ext, key)] = None
+                if not key.startswith("train/"):
+                    seen[(ext, f"train/{key}")] = None
+        table[name] = tuple(seen)
+    return table
+
+
+# canonical name -> candidate (kind, key) pairs, most specific first (see _candidates).
+CANONICAL: dict[str, tuple[tuple[str, str], ...]] = _candidates()
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,55 @@ class Metrics:
 
     @classmethod
     def from_run(cls, run: Run) -> Metrics:
+        """The log's records, trainer_state.json's, and those of TensorBoard / W&B / JSONL files found."""
         table = MetricTable()
         if run.artifacts.logs:
             table.merge(run.log.metrics)
         state = run.trainer_state
         if state is not None:
             table.merge(state.metrics)
+        a = run.artifacts
+        tb = getattr(a, "tensorboard", None)
+        if tb:
+            from triage.formats.tensorboard import read_event_files
+
+            table.merge(read_event_files(tb))
+        wb = getattr(a, "wandb_runs", None)
+        if wb:
+            from triage.formats.wandb_offline import WandbUnavailable, read_wandb_runs
+
+            try:
+                table.merge(read_wandb_runs(wb))
+            except WandbUnavailable as exc:  # the reader is not installed: those records are not seen
+                run.notes.append(f"W&B run files were not read: {exc}")
+        jl = getattr(a, "metric_jsonl", None)
+        if jl:
+            from triage.formats.jsonl_metrics import read_jsonl_metrics
+
+            table.merge(read_jsonl_metrics(jl))
         return cls(table)
+
+    def records(self) -> dict[str, dict[str, object]]:
+        """Per canonical metric the run has: how many records, the key, and where they came from.
+
+        `{"grad_norm": {"records": 120, "key": "actor/grad_norm", "kind": "verl",
+        "source": "log:verl_console"}}`. Sources: `log:<grammar>` (slime_dict,
+        verl_console, hf_dict, swift_json, tqdm_postfix), `trainer_state`, `tensorboard`,
+        `wandb`, `jsonl`. A coverage figure: which evidence the metric probes had.
+        """
+        out: dict[str, dict[str, object]] = {}
+        for name in CANONICAL:
+            series = self.get(name)
+            if series is None:
+                continue
+            kind = series.source.split(":", 1)[0]
+            out[name] = {"records": len(series), "key": series.key, "kind": kind,
+                         "source": SOURCE_OF_KIND.get(kind, kind)}
+        return out
+
+    def records_per_kind(self) -> dict[str, int]:
+        """How many records of each kind (step, rollout, verl, hf, tensorboard, wandb, ...) the run has."""
+        return {kind: self.table.count(kind) for kind in self.table.kinds()}
 
     def empty(self) -> bool:
         return self.table.empty()

@@ -43,8 +43,9 @@ class NoParams(BaseModel):
 class Probe:
     """Base class of every probe.
 
-    Subclasses set `name`, `outcomes`, `needs`, `cost`, optionally a `Params` model,
-    and implement `examine`. The class docstring's first line is the probe's
+    Subclasses set `name`, `outcomes`, `needs`, `cost`, the capabilities they use
+    (`executes_run_code`, `contacts_engine`, `writes_to_engine`), optionally a `Params`
+    model, and implement `examine`. The class docstring's first line is the probe's
     one-line description shown by `triage probes`.
     """
 
@@ -55,6 +56,16 @@ class Probe:
     Params: ClassVar[type[BaseModel]] = NoParams
     # how a user produces a need, where this probe can say it more precisely than the default
     how_to_get: ClassVar[dict[str, str]] = {}
+    # What the probe does beyond reading the run's files, shown by `triage probes`. The
+    # executor and the service gate on these, never on `cost`:
+    executes_run_code: ClassVar[bool] = False  # may start the run's own job (its code runs here): --allow-relaunch
+    contacts_engine: ClassVar[bool] = False  # sends requests to a live inference engine (consented addresses only)
+    writes_to_engine: ClassVar[bool] = False  # may send requests that change an engine: --allow-engine-writes
+
+    @classmethod
+    def capabilities(cls) -> dict[str, bool]:
+        return {"executes_run_code": cls.executes_run_code, "contacts_engine": cls.contacts_engine,
+                "writes_to_engine": cls.writes_to_engine}
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()

@@ -12,8 +12,17 @@ JSON schema (stable, `schema_version` bumps on breaking change)::
       "path": [{"node", "playbook", "probe", "ask", "outcome", "summary", "evidence", "confidence",
                 "duration_s", "missing": {"artifact", "reason", "command"} | null, "error"}],
       "ruled_out": [{"verdict", "title", "by", "because"}],
-      "not_checked": [{"node", "probe", "artifact", "reason", "command"}]
+      "not_checked": [{"node", "probe", "artifact", "reason", "command"}],
+      "candidates": [{"id", "title", "score", "supports": [..], "lacks": [..], "next_step"}],
+      "coverage": {"read": {...}, "metrics": {name: {"records", "key", "kind", "source"}},
+                   "not_understood": [..], "checks": [{"probe", "node", "status", "outcome"}],
+                   "versions": {package: version}, "versions_note"}
     }
+
+`candidates` is the ranked differential (`triage/differential.py`): filled when the
+verdict is `inconclusive` and the findings point somewhere, best first. `coverage`
+(`triage/coverage.py`) says what was read, what looked like evidence but was not
+understood, and which checks ran; the verdict's confidence is scaled by it.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ from pydantic import BaseModel, Field
 
 from triage import __version__
 from triage.catalog import HEALTHY, INCONCLUSIVE
+from triage.coverage import Coverage, build_coverage, confidence_factor
+from triage.differential import Candidate, rank_candidates
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
 from triage.graph import DecisionGraph
 from triage.run.run import Run
@@ -94,6 +105,8 @@ class Report(BaseModel):
     path: list[Step]
     ruled_out: list[RuledOut] = Field(default_factory=list)
     not_checked: list[NotChecked] = Field(default_factory=list)
+    candidates: list[Candidate] = Field(default_factory=list)
+    coverage: Coverage = Field(default_factory=Coverage)
 
     @property
     def inconclusive(self) -> bool:
@@ -155,9 +168,16 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
     ]
     explanation = verdict.explanation
     not_checked = _not_checked(walk.findings)
-    if walk.verdict == INCONCLUSIVE and not_checked:
-        missing = "; ".join(f"{n.probe}: {n.reason}" for n in not_checked)
-        explanation = f"{explanation} Could not check: {missing}."
+    ruled_out = _ruled_out(graph, walk.findings, walk.verdict)
+    candidates: list[Candidate] = []
+    if walk.verdict == INCONCLUSIVE:
+        candidates = rank_candidates(graph, walk.findings, {r.verdict for r in ruled_out})
+        if not_checked:
+            missing = "; ".join(f"{n.probe}: {n.reason}" for n in not_checked)
+            explanation = f"{explanation} Could not check: {missing}."
+        if candidates:
+            explanation += " Candidates, most supported first: " + ", ".join(c.id for c in candidates) + "."
+    coverage = build_coverage(run, walk.findings)
     return Report(
         created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         duration_s=round(duration_s, 4),
@@ -166,10 +186,13 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
             artifacts=run.artifacts.kinds(), partial=run.status == "running", notes=list(notes or []),
         ),
         root_cause=RootCause(
-            id=verdict.id, title=verdict.title, confidence=_confidence(walk), explanation=explanation,
+            id=verdict.id, title=verdict.title, confidence=round(_confidence(walk) * confidence_factor(coverage), 3),
+            explanation=explanation,
             remedy=verdict.remedy, flags=list(verdict.flags),
         ),
         path=steps,
-        ruled_out=_ruled_out(graph, walk.findings, walk.verdict),
+        ruled_out=ruled_out,
         not_checked=not_checked,
+        candidates=candidates,
+        coverage=coverage,
     )

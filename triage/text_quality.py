@@ -30,7 +30,10 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-GARBLED_AT = 0.5
+from triage.thresholds import threshold
+
+GARBLED_AT = threshold("text.garbled_score")  # triage/thresholds.yaml
+GARBLED_FRACTION = threshold("text.garbled_fraction")
 MAX_CHARS = 20_000  # longer texts are judged on their first MAX_CHARS characters
 
 SPECIAL_TOKEN = re.compile(
@@ -369,7 +372,7 @@ class TextVerdict:
 
     @property
     def garbled(self) -> bool:
-        return self.count > 0 and self.garbled_fraction >= 0.5
+        return self.count > 0 and self.garbled_fraction >= GARBLED_FRACTION
 
 
 def judge_texts(texts: Iterable[str], threshold: float = GARBLED_AT, examples: int = 3) -> TextVerdict:

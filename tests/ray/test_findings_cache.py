@@ -16,6 +16,7 @@ from triage.cache import CachingExecutor, FindingsCache
 from triage.cli import main
 from triage.errors import Unavailable
 from triage.executor import LocalExecutor
+from graph_support import write_catalog
 from triage.graph import load_graph
 from triage.probe import Probe
 from triage.run import open_run
@@ -127,8 +128,8 @@ nodes:
 def setup(tmp_path: Path):
     books = tmp_path / "books"
     books.mkdir()
-    shutil.copy(ROOT / "playbooks" / "verdicts.yaml", books)
     (books / "entry.yaml").write_text(textwrap.dedent(BOOK))
+    write_catalog(books)
     ckpt = tmp_path / "shared" / "ckpt"  # on the "shared filesystem", outside the run directory
     ckpt.mkdir(parents=True)
     (ckpt / "latest_checkpointed_iteration.txt").write_text("100\n")

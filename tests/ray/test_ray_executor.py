@@ -19,6 +19,7 @@ from ray_probes import PROBES
 from ray_support import ROOT, disconnect_driver
 from triage.api import triage_run
 from triage.executor import LocalExecutor
+from graph_support import write_catalog
 from triage.graph import load_graph
 from triage.ray.executor import RayExecutor
 from triage.run import open_run
@@ -39,8 +40,8 @@ def executor(ray_head):
 def graph_of(tmp_path: Path, nodes: str):
     d = tmp_path / "books"
     d.mkdir()
-    shutil.copy(ROOT / "playbooks" / "verdicts.yaml", d)
     (d / "entry.yaml").write_text("playbook: entry\nentry: a\nnodes:\n" + textwrap.indent(textwrap.dedent(nodes), "  "))
+    write_catalog(d)
     return load_graph(d, probes=PROBES)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from triage.api import triage_run
 from triage.errors import Unavailable
 from triage.finding import Observation
+from graph_support import write_catalog
 from triage.graph import DEFAULT_DIR, DecisionGraph, load_graph
 from triage.probe import Cost, Probe
 from triage.run import Run, open_run
@@ -99,13 +100,18 @@ class OomInLog(Probe):
 
 
 class ReplayStep(Probe):
-    """Replays the failing step on one device (an active probe)."""
+    """Replays the failing step on one device (an active probe: it relaunches the run's job)."""
 
     name = "replay_step"
     outcomes = ("reproduced", "not_reproduced")
     cost = Cost.GPU
+    executes_run_code = True
 
     def examine(self, run: Run) -> Observation:
+        from triage.replay.consent import RelaunchRefused, relaunch_permitted
+
+        if not relaunch_permitted():  # what triage.replay.launch does before it starts anything
+            raise RelaunchRefused("replaying the step", "python3 train.py --load-debug-rollout-data ...")
         return self.observe("reproduced", "the replayed step runs out of memory again at max_tokens_per_gpu=32768",
                             0.9, replayed_tokens=32768)
 
@@ -139,7 +145,7 @@ def graph() -> DecisionGraph:
     where = Path(tempfile.mkdtemp(prefix="triage-service-graph-"))
     atexit.register(shutil.rmtree, where, True)
     (where / "entry.yaml").write_text(PLAYBOOK)
-    shutil.copy(DEFAULT_DIR / "verdicts.yaml", where / "verdicts.yaml")
+    write_catalog(where)
     return load_graph(where, probes=PROBES)
 
 

@@ -9,7 +9,7 @@ import httpx
 
 import service_graph
 from triage.service import ServiceConfig
-from triage.service.security import sign_hook, sign_slack
+from triage.service.security import sign_hook, sign_slack, signed_query
 from triage.service.testing import ServerThread, SlackStandIn
 
 SECRET = "8f14e45fceea167a5a36dedd4bea2543"
@@ -28,6 +28,12 @@ def service_config(tmp_path: Path, runs_root: Path, slack: SlackStandIn, **chang
     )
     values.update(changes)
     return ServiceConfig(**values)
+
+
+def signed_path(triage_id: str, suffix: str = "", config: ServiceConfig | None = None) -> str:
+    """`/triages/{id}{suffix}` with a signed link, as the Slack messages carry it (the tests' secrets by default)."""
+    config = config or ServiceConfig(runs_roots=(Path("."),), slack_signing_secret=SECRET, webhook_secret=HOOK_SECRET)
+    return f"/triages/{triage_id}{suffix}?{signed_query(config.link_key, triage_id, config.link_ttl_s)}"
 
 
 class Live:
@@ -50,9 +56,13 @@ class Live:
         return self.http.post("/hooks/job-failed", content=payload, headers=sign_hook(secret, payload))
 
     def triage(self, triage_id: str) -> dict[str, Any]:
-        r = self.http.get(f"/triages/{triage_id}")
+        r = self.http.get(signed_path(triage_id, config=self.config))
         assert r.status_code == 200, r.text
         return r.json()
+
+    def read(self, triage_id: str, suffix: str = "") -> httpx.Response:
+        """GET /triages/{id}{suffix} with the signed link a Slack user holds."""
+        return self.http.get(signed_path(triage_id, suffix, self.config))
 
     def health(self) -> dict[str, Any]:
         return self.http.get("/healthz").json()

@@ -16,7 +16,7 @@ import pytest
 
 import service_graph
 import service_runs as runs
-from service_support import CHANNEL, HOOK_SECRET, SECRET
+from service_support import CHANNEL, HOOK_SECRET, SECRET, signed_path
 from triage.service.security import sign_slack
 from triage.service.testing import SlackStandIn, free_port, slash_command_body, wait_for
 
@@ -125,7 +125,7 @@ def test_killing_the_server_mid_triage_loses_nothing_and_posts_nothing_twice(ser
     # Two attempts of one triage: the killed one and the resumed one.
     assert service_graph.calls(run) == 2 and len((run / "hold.started").read_text().splitlines()) == 2
     triage_id = json.loads(next(b for b in report["blocks"] if b["type"] == "actions")["elements"][0]["value"])["triage"]
-    state = httpx.get(f"{serve.url}/triages/{triage_id}").json()
+    state = httpx.get(serve.url + signed_path(triage_id)).json()
     assert state["state"] == "done" and state["attempt"] == 2 and state["requests"][0]["id"] == request_id
 
     # JSON log lines, each about this request naming its request id and run id.

@@ -60,7 +60,7 @@ def test_signed_command_is_acked_within_3s_and_the_report_arrives_in_its_thread(
     assert [b["text"]["text"] for b in buttons] == ["Run active probes", "Full postmortem"]
     assert json.loads(buttons[0]["value"])["run"] == "oom7"
     triage_id = json.loads(buttons[0]["value"])["triage"]
-    assert buttons[1]["url"] == f"https://triage.example.com/triages/{triage_id}/postmortem"
+    assert buttons[1]["url"].startswith(f"https://triage.example.com/triages/{triage_id}/postmortem?expires=")
     state = server.triage(triage_id)
     assert state["state"] == "done" and state["report"]["root_cause"]["id"] == "memory.max_tokens_per_gpu"
     assert [s["probe"] for s in state["report"]["path"]] == ["hold", "oom_in_log", "replay_step"]
@@ -185,10 +185,10 @@ def test_a_finished_triage_is_served_from_the_store_unless_forced(live, slack, r
 
 def test_active_probes_run_for_allowed_users_only(live, slack, runs_root):
     run = runs.slime_oom_run(runs_root / "oom7")
-    server = live()
+    server = live(allow_relaunch=True)
     # An ordinary user asking for --active gets the static triage, and is told why.
     r = server.command(slash_command_body("oom7 --active", user="U0ALICE")).json()["text"]
-    assert "Active (GPU) probes are limited to allowed users" in r
+    assert "Active probes (those that relaunch the run's job) are limited to allowed users" in r
     anchor = wait_for(lambda: next(iter(slack.top_level(CHANNEL)), None))
     static = _report_in_thread(slack, anchor["ts"])
     assert "replayed step" not in _text(static["blocks"])
@@ -231,9 +231,9 @@ def test_failed_job_hook_posts_the_report_and_the_postmortem_file(live, slack, r
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     # The same postmortem over HTTP, with its plots.
     triage_id = r.json()["triage_id"]
-    assert server.http.get(f"/triages/{triage_id}/postmortem").text == md
-    assert server.http.get(f"/triages/{triage_id}/files/postmortem-reward.png").content == png
-    assert server.http.get(f"/triages/{triage_id}/files/..%2Ftriage.db").status_code == 404
+    assert server.read(triage_id, "/postmortem").text == md
+    assert server.read(triage_id, "/files/postmortem-reward.png").content == png
+    assert server.read(triage_id, "/files/..%2Ftriage.db").status_code == 404
 
 
 def test_queue_position_is_reported_and_every_request_finishes(live, slack, runs_root):
@@ -298,7 +298,7 @@ def test_health_and_metrics(live, slack, runs_root):
     assert 'triage_triages_total{verdict="memory.max_tokens_per_gpu"} 1' in text
     assert 'triage_probe_duration_seconds_count{probe="oom_in_log"} 1' in text
     assert "triage_queue_depth 0" in text and "triage_workers 2" in text
-    assert server.http.get("/triages/0123456789abcdef").status_code == 404
+    assert server.read("0123456789abcdef").status_code == 404
 
 
 @pytest.mark.parametrize("text,expected", [

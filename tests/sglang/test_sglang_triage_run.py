@@ -1,11 +1,9 @@
 """The whole triage on a garbled run whose engine is live: the verdict names the weight-sync bug.
 
 The run has a garbled first rollout in its log, the trainer's Megatron checkpoint and the
-HF base, and no dump of the engine's weights: the garbled playbook's weights_compare is
-`unavailable`, and live_weights asks the engine itself. The first tests walk a copy of
-the playbooks with live_weights wired after weights_compare (the wiring garbled.yaml
-needs); the last runs `triage run RUN --engine URL --allow-engine-writes` as a user would,
-once the shipped playbooks and the probe registry carry live_weights.
+HF base, and no dump of the engine's weights: the engine-weights question's
+weights_compare is `unavailable`, and live_weights asks the engine itself. The last test
+runs `triage run RUN --engine URL --allow-engine-writes` as a user would.
 """
 
 from __future__ import annotations
@@ -30,32 +28,13 @@ from triage.probe import registry
 from triage.run import open_run
 
 REPO = Path(__file__).resolve().parents[2]
-LIVE_NODE = {
-    "probe": "live_weights",
-    "ask": "Does the live engine hold the weights the trainer saved?",
-    "on": {"match": "base_model", "shifted_layers": "verdict:weights.pp_layer_offset",
-           "misnamed": "verdict:weights.name_mapping", "value_mismatch": "verdict:weights.name_mapping",
-           "stale_or_missing": "verdict:weights.missing", "zeroed": "verdict:weights.quantized_zero",
-           "buffers_differ": "verdict:engine.buffers_released", "hash_incomparable": "base_model",
-           "unavailable": "base_model", "error": "base_model"},
-}
 CASES = [("pp_offset", "weights.pp_layer_offset"), ("names_swapped", "weights.name_mapping"),
          ("stale", "weights.missing")]
 
 
 def wired_playbooks(tmp: Path) -> Path:
-    """The shipped playbooks with live_weights after weights_compare (when that one is unavailable)."""
-    out = tmp / "playbooks"
-    shutil.copytree(DEFAULT_DIR, out, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    text = (out / "garbled.yaml").read_text()
-    if "probe: live_weights" not in text:
-        head, sep, rest = text.partition("\n  weights:\n")
-        assert sep, "garbled.yaml has no weights node"
-        rest = rest.replace("      unavailable: base_model", "      unavailable: live_weights", 1)
-        node = yaml.safe_dump({"live_weights": LIVE_NODE}, sort_keys=False)
-        text = head + sep + rest.rstrip("\n") + "\n" + "".join(f"  {line}\n" for line in node.splitlines())
-        (out / "garbled.yaml").write_text(text)
-    return out
+    """The shipped playbooks: the engine-weights question asks a live engine when no dump is there."""
+    return DEFAULT_DIR
 
 
 def garbled_run_on(server, weights, scenario: str, tmp_path: Path) -> Path:

@@ -79,7 +79,8 @@ class LocalEngine:
             hf_logging.disable_progress_bar()  # the report is the output; no loading bars on the terminal
             dtype = torch.float32 if self.device == "cpu" else "auto"
             try:
-                model = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype, local_files_only=True,
+                                                             trust_remote_code=False)  # never a run's own code
             except Exception as exc:  # noqa: BLE001 - transformers raises many types for a bad checkpoint
                 raise LocalEngineError(self.address, f"transformers cannot load the checkpoint: "
                                                      f"{str(exc).splitlines()[0][:200]}") from None
@@ -94,7 +95,8 @@ class LocalEngine:
             from transformers import AutoTokenizer
 
             try:
-                self._tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+                self._tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True,
+                                                                trust_remote_code=False)
             except Exception:  # noqa: BLE001 - no tokenizer files: texts are left out
                 self._tokenizer = False
         return self._tokenizer or None

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage import safe_io
 from triage.errors import CorruptArtifact
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -56,9 +57,9 @@ def _zip_truncated(path: Path) -> bool:
     Reads the first bytes and the end of the file only.
     """
     try:
-        with open(path, "rb") as fh:
+        with safe_io.open_regular(path) as fh:
             magic = fh.read(2)
-        return magic == b"PK" and not zipfile.is_zipfile(path)
+            return magic == b"PK" and not zipfile.is_zipfile(fh)
     except OSError:
         return False
 
@@ -149,7 +150,7 @@ def _read_tracker(ckpt: MegatronCheckpoint) -> None:
         return
     ckpt.tracker_exists = True
     try:
-        with open(tracker, "rb") as fh:
+        with safe_io.open_regular(tracker) as fh:
             raw = fh.read(MAX_TRACKER_BYTES + 1)
     except OSError as exc:
         ckpt.tracker_problem = f"{TRACKER} cannot be read: {exc.strerror}"
@@ -196,7 +197,7 @@ def _dcp_storage_extents(path: Path) -> dict[str, int] | None:
     literal_ops = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING",
                    "BININT", "BININT1", "BININT2", "LONG1", "LONG4", "INT", "LONG"}
     try:
-        with open(path, "rb") as fh:
+        with safe_io.open_regular(path) as fh:
             for op, arg, _pos in pickletools.genops(fh):
                 name = op.name
                 if name in literal_ops:
@@ -240,7 +241,7 @@ def _inspect_torch_dist(layout: IterationLayout, names: list[str]) -> None:
 
     if "metadata.json" in names:
         try:
-            raw = json.loads((d / "metadata.json").read_text(encoding="utf-8"))
+            raw = safe_io.loads_json(safe_io.read_text(d / "metadata.json", MAX_JSON_BYTES, "metadata.json"))
             layout.metadata_json = raw if isinstance(raw, dict) else None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             layout.problems.append(f"{layout.name}/metadata.json is not valid JSON")
@@ -378,7 +379,7 @@ def inspect_iteration(path: str | Path, ep_hint: bool = False) -> IterationLayou
         _inspect_torch_dist(layout, names)
     elif "metadata.json" in names:
         try:
-            meta = json.loads((p / "metadata.json").read_text(encoding="utf-8"))
+            meta = safe_io.loads_json(safe_io.read_text(p / "metadata.json", MAX_JSON_BYTES, "metadata.json"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             meta = {}
         backend = meta.get("sharded_backend") if isinstance(meta, dict) else None
@@ -559,12 +560,12 @@ def read_safetensors_header(path: str | Path) -> SafetensorsFile:
         f.problem = f"{p.name} is {size} bytes, shorter than a safetensors header"
         return f
     try:
-        with open(p, "rb") as fh:
+        with safe_io.open_regular(p) as fh:
             (n,) = struct.unpack("<Q", fh.read(8))
             if n > MAX_SAFETENSORS_HEADER or n + 8 > size:
                 f.problem = f"{p.name}: header length {n} does not fit in the file ({size} bytes): truncated or not safetensors"
                 return f
-            header = json.loads(fh.read(n).decode("utf-8"))
+            header = safe_io.loads_json(fh.read(n).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, struct.error) as exc:
         f.problem = f"{p.name}: unreadable safetensors header ({type(exc).__name__})"
         return f
@@ -577,7 +578,7 @@ def read_safetensors_header(path: str | Path) -> SafetensorsFile:
             continue
         offsets = entry.get("data_offsets")
         shape = entry.get("shape")
-        f.tensors[name] = (str(entry.get("dtype")), tuple(int(x) for x in shape) if isinstance(shape, list) else ())
+        f.tensors[name] = (str(entry.get("dtype")), tuple(shape) if isinstance(shape, list) and all(type(x) is int for x in shape) else ())
         if isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(x, int) for x in offsets):
             end = max(end, offsets[1])
     if 8 + n + end > size:
@@ -596,7 +597,7 @@ def _read_json(path: Path, what: str, problems: list[str]) -> dict[str, Any] | N
         problems.append(f"{what} is {size} bytes, too large to read")
         return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = safe_io.loads_json(safe_io.read_text(path, MAX_JSON_BYTES, what))
     except json.JSONDecodeError as exc:
         problems.append(f"{what} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})")
         return None

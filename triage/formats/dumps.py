@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage import safe_io
 from triage.errors import CorruptArtifact, UnsafeArtifact
 
 _GLOBAL_IN_MESSAGE = re.compile(r"GLOBAL ([\w.]+)")
@@ -92,6 +93,7 @@ def safe_torch_load(path: str | Path, extra_safe_globals: list[type] | None = No
         raise CorruptArtifact(p, "is a directory, expected a file written by torch.save")
     if not p.is_file():
         raise CorruptArtifact(p, "not a regular file, expected a file written by torch.save")
+    safe_io.regular_file(p)  # RefusedFile: a FIFO or device, a /proc file, a path outside the run
     try:
         if p.stat().st_size == 0:
             raise CorruptArtifact(p, "file is empty (0 bytes): the save was interrupted or the copy failed")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage import safe_io
 from triage.errors import CorruptArtifact, UnsafeArtifact
 
 MAX_DUMP_BYTES = 1024 * 1024 * 1024
@@ -117,17 +118,14 @@ def _ranks_of(config: dict[str, Any]) -> list[int] | None:
 
 def _read_raw(path: Path) -> dict[str, Any]:
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise CorruptArtifact(path, f"cannot read: {exc.strerror}") from None
-    if size == 0:
+        data = safe_io.read_bytes(path, MAX_DUMP_BYTES, "flight-recorder dump")
+    except OSError as exc:  # RefusedFile too: not a regular file, outside the run, too large
+        raise CorruptArtifact(path, f"cannot read: {exc.strerror or exc}") from None
+    if not data:
         raise CorruptArtifact(path, "flight-recorder dump is empty (0 bytes): the rank was killed while dumping")
-    if size > MAX_DUMP_BYTES:
-        raise CorruptArtifact(path, f"flight-recorder dump is {size} bytes, too large to be one")
-    data = path.read_bytes()
     if data.lstrip()[:1] == b"{":
         try:
-            raw = json.loads(data.decode("utf-8"))
+            raw = safe_io.loads_json(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise CorruptArtifact(path, f"flight-recorder JSON dump is malformed: {exc}") from None
     else:

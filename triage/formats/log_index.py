@@ -63,7 +63,7 @@ class LogIndex:
     files: list[str] = field(default_factory=list)
     bytes: int = 0
     lines: int = 0
-    framework: str = "unknown"  # slime | miles | relax | unknown, from the line formats seen
+    framework: str = "unknown"  # slime | miles | relax | verl | hf_trainer | ms_swift | openrlhf | unknown
     metrics: MetricTable = field(default_factory=MetricTable)  # kinds: step, critic-step, rollout, perf, eval, passrate, multi_turn
     arguments: dict[str, str] | None = None  # Megatron's arguments block, raw value strings
     command_line: str | None = None  # a training command line found in the log
@@ -77,8 +77,21 @@ class LogIndex:
     last_timestamp: str | None = None
     truncated_tail: bool = False  # the last line has no newline (a log still being written, or cut)
     skipped_long_lines: int = 0  # lines over the per-line cap, counted and not parsed
-    unparsed_metric_lines: int = 0  # `step N: {...}` lines whose dict did not parse (e.g. cut mid-write)
+    unparsed_metric_lines: int = 0
+    """Lines shaped like a metric record (`step N: {...}`, `step:N - k:v`, a logged `{'loss': ...}`)
+    that no grammar could read (cut mid-write, garbled): counted, with up to 3 samples in
+    `unparsed_samples` ("path: text"). A coverage figure: records the triage did not see."""
+    unparsed_samples: list[str] = field(default_factory=list)
+    parsed_by: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per log file, which grammar read its metric records and how many: `{"driver.log":
+    {"slime_dict": 120}}`. Grammars: slime_dict, verl_console, hf_dict, swift_json,
+    tqdm_postfix (`triage.formats.metric_lines`). A file with `{}` held no metric record."""
     dropped_errors: int = 0  # error lines beyond MAX_ERROR_LINES (counted, not kept)
+
+    def records_per_kind(self) -> dict[str, int]:
+        """How many metric records of each kind the logs held (step, rollout, perf, eval, verl,
+        hf, hf_eval, swift, openrlhf, ...): a coverage figure."""
+        return {kind: self.metrics.count(kind) for kind in self.metrics.kinds()}
 
     def notable_tagged(self, tag: str) -> list[LogLine]:
         return [line for line in self.notable if line.tag == tag]

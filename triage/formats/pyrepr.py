@@ -18,6 +18,8 @@ import json
 import math
 import re
 
+from triage.safe_io import json_int
+
 # A log line is capped long before this; a larger "dict" is not a metric record.
 MAX_REPR_CHARS = 1 << 20
 
@@ -33,7 +35,7 @@ _NUMERIC_WRAPPERS = frozenset(
 _NAMES = {"nan": math.nan, "inf": math.inf, "NaN": math.nan, "Infinity": math.inf}
 _JSON_WORDS = {"nan": "NaN", "-nan": "NaN", "inf": "Infinity", "-inf": "-Infinity",
                "True": "true", "False": "false", "None": "null"}
-_JSON = json.JSONDecoder()
+_JSON = json.JSONDecoder(parse_int=json_int)  # integers past int64 read as floats: no OverflowError later
 _SPECIAL_TOKEN = re.compile(r"(?<![\w.])(-?nan|-?inf|True|False|None)(?![\w.])")
 
 
@@ -110,10 +112,21 @@ def _parse_literal(body: str) -> dict[str, object]:
     return value
 
 
+def _bounded_int(n: int) -> int | float:
+    """An integer past int64 as a float (inf past float range), so a metric table never overflows."""
+    if n.bit_length() <= 63:
+        return n
+    if n.bit_length() < 1024:
+        return float(n)
+    return math.inf if n > 0 else -math.inf
+
+
 def _literal(node: ast.AST, depth: int) -> object:
     if depth > 32:
         raise ValueError("dict literal nested too deeply")
     if isinstance(node, ast.Constant):
+        if type(node.value) is int:
+            return _bounded_int(node.value)
         if isinstance(node.value, (int, float, str, bool, type(None))):
             return node.value
         raise ValueError(f"unsupported constant {type(node.value).__name__} in metric dict")

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triage import safe_io
 from triage.errors import CorruptArtifact
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 
 # Sources, lowest priority first.
 ARGUMENTS_BLOCK = "arguments_block"
+CONFIG_FILE = "config_file"  # YAML configs, Hydra's composed .hydra/config.yaml
+PYTHON_CONFIG = "python_config"  # GRPOConfig(...) / TrainingArguments(...) keywords in a script
+LAUNCH_SCRIPT = "launch_script"  # a bash launch script's training command, variables expanded
+HYDRA_OVERRIDES = "hydra_overrides"  # `a.b.c=v` on a command line
 COMMAND_LINE = "command_line"
 MANIFEST = "manifest"
 DERIVED = "derived"  # implied by another argument, as the framework itself does
@@ -200,6 +205,7 @@ class RunArgs(Mapping[str, object]):
         self._values: dict[str, object] = {normalise_name(k): v for k, v in (values or {}).items()}
         given = {normalise_name(k): s for k, s in (sources or {}).items()}
         self._sources: dict[str, str] = {k: given[k] for k in self._values if k in given}
+        self._origins: dict[str, str] = {}  # canonical name -> the run's own name for it
 
     def __getitem__(self, name: str) -> object:
         return self._values[normalise_name(name)]
@@ -232,14 +238,24 @@ class RunArgs(Mapping[str, object]):
     def as_dict(self) -> dict[str, object]:
         return dict(self._values)
 
+    def original_name(self, name: str) -> str:
+        """The name the run itself used for an argument given under its canonical name
+        (`n_samples_per_prompt` -> `actor_rollout_ref.rollout.n` in a verl run); the name itself otherwise."""
+        key = normalise_name(name)
+        return self._origins.get(key, key)
+
 
 def collect_run_args(run: Run) -> RunArgs:
     """Every source of arguments a run has, merged; later sources override earlier ones.
 
-    Lowest priority first: Megatron's arguments block in the log, the command line
-    found in the log, the command line file / manifest `command`, the manifest's
-    `args`. Then what the framework derives itself: `--load-debug-rollout-data`
-    implies `debug_train_only`, `--dump-details D` names the debug dump templates.
+    Lowest priority first: Megatron's arguments block in the log, YAML configs (Hydra's
+    composed config), `GRPOConfig(...)` keywords of a training script, launch scripts'
+    training commands (bash variables and arrays expanded), the command line found in
+    the log, the command line file / manifest `command` (flags and Hydra overrides), the
+    manifest's `args`. Then what the framework derives itself: `--load-debug-rollout-data`
+    implies `debug_train_only`, `--dump-details D` names the debug dump templates. Last,
+    each argument is also given its canonical name (triage/frameworks/args.yaml), its own
+    name kept (`RunArgs.original_name`).
     """
     values: dict[str, object] = {}
     sources: dict[str, str] = {}
@@ -250,22 +266,77 @@ def collect_run_args(run: Run) -> RunArgs:
             values[name] = value
             sources[name] = source
 
+    def command(text: str) -> None:
+        layer(parse_command_overrides(text), HYDRA_OVERRIDES)
+        layer(parse_command_line(text), COMMAND_LINE)
+
     artifacts = run.artifacts
     if artifacts.logs:
         log = run.log
         if log.arguments:
             layer(parse_arguments_block(log.arguments), ARGUMENTS_BLOCK)
-        if log.command_line:
-            layer(parse_command_line(log.command_line), COMMAND_LINE)
+    for path in getattr(artifacts, "configs", ()):
+        from triage.formats.hydra_overrides import read_config_yaml
+
+        layer(read_config_yaml(path), CONFIG_FILE)
+    for path in getattr(artifacts, "python_configs", ()):
+        from triage.formats.python_config import read_python_config
+
+        layer(read_python_config(path).values, PYTHON_CONFIG)
+    for path in getattr(artifacts, "launch_scripts", ()):
+        from triage.formats.launch_script import read_launch_script, script_arguments
+
+        flags, overrides = script_arguments(read_launch_script(path))
+        layer(overrides, LAUNCH_SCRIPT)
+        layer(flags, LAUNCH_SCRIPT)
+    if artifacts.logs and run.log.command_line:
+        command(run.log.command_line)
     if artifacts.command_line is not None:
-        layer(parse_command_line(_read_command_file(artifacts.command_line)), COMMAND_LINE)
+        command(_read_command_file(artifacts.command_line))
     elif artifacts.command:
-        layer(parse_command_line(artifacts.command), COMMAND_LINE)
+        command(artifacts.command)
     if run.manifest.args:
         layer(run.manifest.args, MANIFEST)
 
     _derive(values, sources)
-    return RunArgs(values, sources)
+    origins = _canonical_names(values, sources, getattr(run, "framework", None))
+    out = RunArgs(values, sources)
+    out._origins = origins
+    return out
+
+
+def parse_command_overrides(text: str) -> dict[str, object]:
+    """The Hydra overrides (`actor_rollout_ref.rollout.n=8`, `+a=1`) of a command line; `~a` drops nothing here."""
+    from triage.formats.hydra_overrides import DELETED, split_overrides
+
+    joined = re.sub(r"\\\r?\n", " ", text)
+    overrides, _ = split_overrides(_after_program(_until_shell_operator(_split(joined))))
+    return {k: v for k, v in overrides.items() if v is not DELETED}
+
+
+def _canonical_names(values: dict[str, object], sources: dict[str, str], framework: object) -> dict[str, str]:
+    """Add each argument under the canonical name the probes use (triage/frameworks/args.yaml),
+    beside its own name; a canonical name the run already gives is never overwritten.
+    Returns canonical -> original name."""
+    from triage import frameworks
+
+    fw = frameworks.for_run(framework if isinstance(framework, str) else None)
+    table: dict[str, str] = {}
+    if fw is not None:
+        for canonical, names in fw.arg_names().items():
+            for name in names:
+                table.setdefault(normalise_name(name), canonical)
+    else:
+        table = frameworks.canonical_arg_names()
+    origins: dict[str, str] = {}
+    for name in list(values):
+        canonical = table.get(name)
+        if canonical is None or canonical == name or canonical in values:
+            continue
+        values[canonical] = values[name]
+        sources[canonical] = sources.get(name, DERIVED)
+        origins[canonical] = name
+    return origins
 
 
 def _derive(values: dict[str, object], sources: dict[str, str]) -> None:
@@ -283,7 +354,7 @@ def _derive(values: dict[str, object], sources: dict[str, str]) -> None:
 
 def _read_command_file(path: Path) -> str:
     try:
-        with open(path, "rb") as fh:
+        with safe_io.open_regular(path) as fh:  # a FIFO, device or /proc file is refused
             data = fh.read(MAX_COMMAND_FILE_BYTES + 1)
     except OSError as exc:
         raise CorruptArtifact(path, f"cannot read the command line file: {exc.strerror or exc}") from None

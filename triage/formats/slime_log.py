@@ -15,6 +15,11 @@ Formats recognised (see shared/FORMATS.md):
   Ray     `2026-08-01 10:00:00,123	INFO worker.py:1841 -- ...`, actor prefixes
           `(MegatronTrainRayActor pid=1234) `, `(SGLangEngine pid=7, ip=10.0.0.3) `
   bare    `print()` output (slime v0.1.0), tracebacks, `[rank0]: ` prefixed lines.
+
+Other frameworks' metric lines (verl `step:N - k:v`, the HF Trainer's printed dicts,
+ms-swift's JSON lines, OpenRLHF's tqdm postfix) are read by the grammars of
+`triage.formats.metric_lines` on the lines that hold their markers. Leftover ANSI
+fragments whose ESC byte was lost (`[36m`) are stripped like whole codes.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
 
+from triage import safe_io
 from triage.errors import CorruptArtifact
 from triage.formats.log_index import (
     MAX_ERROR_LINES,
@@ -40,6 +46,7 @@ from triage.formats.log_index import (
     TimerStats,
     Traceback,
 )
+from triage.formats.metric_lines import GRAMMAR_FRAMEWORK, Unparsed, parse_framework_metric
 from triage.formats.pyrepr import parse_metric_dict
 
 try:  # optional: one multi-pattern pass per chunk instead of one pass per marker
@@ -62,6 +69,8 @@ MAX_COMMAND_CHARS = 256 << 10
 MAX_ARGUMENT_LINES = 5000
 MAX_CONTINUATION_LINES = 1000
 SAMPLE_LINES = 200  # lines read at the head and tail of each file for its format and timestamps
+MAX_UNPARSED_SAMPLES = 3
+HEAD_TEXT_CHARS = 64 << 10  # head-of-log text kept for recognising a framework by its markers
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
 # what a line means, the scan only must not miss it.
@@ -71,6 +80,7 @@ ERROR_WORDS: tuple[str, ...] = (
     "core dumped", "out of memory", "OutOfMemory", "OOM", "oom-kill", "Not enough memory",
     "illegal memory access", "NCCL", "Watchdog", "timed out", "timing out", "Max retries",
     "already in use", "boundary", "padding token", "does not appear to have", "does not exist",
+    "SIGTERM", "Xid", "fallen off the bus",  # scheduler signals and GPU hardware faults (probes/signatures.yaml)
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -78,14 +88,14 @@ ERROR_WORDS: tuple[str, ...] = (
 # only counted. The error words are covered by shorter stems ("rror" for Error /
 # error / *Error, which also covers the exception lines of HF / Ray / torch errors).
 # Each marker costs search time, and past 64 the automaton loses its SIMD prefilter.
-_METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK = 1, 2, 4, 8
+_METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK = 1, 2, 4, 8, 16
 _MARKERS: tuple[tuple[bytes, int], ...] = (
     (b": {", _METRIC_MARK),  # metric dicts: `step 3: {...}`; must stay first (_METRIC_NEEDLE)
     *((word, _ERROR_MARK) for word in (
         b"rror", b"RROR", b"xception", b"exit", b"illed", b"SIG", b"Segmentation fault", b"core dumped",
         b"out of memory", b"OutOfMemory", b"OOM", b"oom-kill", b"Not enough memory", b"illegal memory access",
         b"NCCL", b"Watchdog", b"timed out", b"timing out", b"Max retries", b"already in use", b"boundary",
-        b"padding token", b"does not ",
+        b"padding token", b"does not ", b"Xid", b"fallen off the bus",
     )),
     (b"Traceback", _ERROR_MARK | _TRACE_MARK),
     *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
@@ -95,14 +105,18 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"NaN", b"found Inf", b"kipping", b"weights", b"ffload", b"nload", b"_memory_occupation", b"wake_up",
         b"server_args=",
     )),
+    # other frameworks' metric lines (triage.formats.metric_lines)
+    *((word, _FW_MARK) for word in (b"step:", b"{'", b'{"', b"it/s, ", b"s/it, ")),
 )
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
 _METRIC_NEEDLE = 0
+_FW_NEEDLE = _NEEDLES.index(b"{'")
 
 # Line formats. The pieces: a Ray actor prefix `(MegatronTrainRayActor pid=1234) `, a
 # timestamp, and slime's `[ts] file.py:12 - ` head (miles: `[ts.mmm process] file.py:12 - `).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_BARE_ANSI = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")  # an SGR code whose ESC byte was lost: `[36m`
 _SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
 _TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
 _SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
@@ -272,6 +286,10 @@ class _Index:
         self.waits: deque[PlacementGroupWait] = deque(maxlen=MAX_PLACEMENT_WAITS)
         self.timer_open: dict[str, int] = {}
         self.votes = {"slime": 0, "miles": 0, "relax": 0, "bare_metrics": 0}
+        self.foreign_votes: dict[str, int] = {}  # framework -> records read by its grammars
+        self.ordinals: dict[str, int] = {}  # kind -> records numbered so far (grammars with no step)
+        self.head_text: list[str] = []
+        self.head_chars = 0
         self.command_is_train = False
 
     def timestamp(self, ts: str) -> None:
@@ -293,15 +311,31 @@ class _Index:
         for name, still_open in self.timer_open.items():
             out.timers[name].started_not_ended = still_open
         v = self.votes
-        if v["relax"]:
+        foreign = max(self.foreign_votes.items(), key=lambda kv: kv[1], default=(None, 0))
+        slime_family = v["relax"] + v["miles"] + v["slime"] + v["bare_metrics"]
+        if foreign[0] is not None and foreign[1] >= slime_family:
+            out.framework = foreign[0]
+        elif v["relax"]:
             out.framework = "relax"
         elif v["miles"] and v["miles"] >= v["slime"]:
             out.framework = "miles"
         elif v["slime"] or v["bare_metrics"]:
             out.framework = "slime"
         else:
-            out.framework = "unknown"
+            out.framework = self._framework_by_markers()
         return out
+
+    def _framework_by_markers(self) -> str:
+        """No format or grammar decided: the adapter whose log markers the head and the errors hold most of."""
+        from triage.frameworks import detect
+
+        out = self.out
+        text = "\n".join(self.head_text + [line.text for line in out.errors[:200]]
+                         + [frame for tb in out.tracebacks[:10] for frame in tb.frames])
+        fw = detect(text)
+        if fw is None:
+            return "unknown"
+        return fw.run_names[0] if fw.run_names else fw.name
 
 
 def scan_logs(paths: list[Path], *, use_automaton: bool | None = None) -> LogIndex:
@@ -343,6 +377,8 @@ def split_line(raw: str) -> _Line:
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     text = raw.rstrip("\r\n")
+    if "m" in text[:12] and _BARE_ANSI.search(text):
+        text = _BARE_ANSI.sub("", text)
     if text.endswith("cluster]"):
         text = _RAY_REPEATED.sub("", text)
     m = _FAST_SLIME.match(text)
@@ -417,6 +453,7 @@ class _FileScan:
         self.command_parts: list[str] = []
         self.tail_sample: bytes = b""  # the last bytes read, for the last timestamp
         self.head_left = SAMPLE_LINES  # head lines still to sample for the format and first timestamp
+        self.grammar_counts: dict[str, int] = {}  # grammar -> records it read in this file
 
     # -- reading ---------------------------------------------------------------
 
@@ -424,7 +461,7 @@ class _FileScan:
         try:
             if self.path.is_dir():
                 raise CorruptArtifact(self.path, "is a directory, not a log file")
-            fh: BinaryIO = open(self.path, "rb")
+            fh: BinaryIO = safe_io.open_regular(self.path)  # a FIFO, device or /proc file is refused
         except OSError as exc:
             raise CorruptArtifact(self.path, f"cannot read log: {exc.strerror or exc}") from None
         try:
@@ -528,6 +565,7 @@ class _FileScan:
         self._close_all_tracebacks()
         self._end_walk()
         out.lines += self.lines
+        out.parsed_by[self.where] = dict(self.grammar_counts)
 
     # -- per chunk -------------------------------------------------------------
 
@@ -577,7 +615,9 @@ class _FileScan:
             if p < pos:
                 continue
             if k == _METRIC_NEEDLE and not 48 <= data[p - 1] <= 57:
-                continue  # `: {` after no number: not `step N: {`; the line may still hold another marker
+                if data[p + 2:p + 4] not in (b"{'", b'{"'):
+                    continue  # `: {` after no number: not `step N: {`; the line may still hold another marker
+                k = _FW_NEEDLE  # `[rank0]: {'loss': ...`: a dict for the other frameworks' grammars
             ls = data.rfind(b"\n", pos, p) + 1 or pos
             if ls < pos:
                 ls = pos
@@ -676,6 +716,8 @@ class _FileScan:
                     ix.votes["bare_metrics"] += 1
                 self._metric(m)
                 return
+        if marks & _FW_MARK and self._framework_metric(msg, raw):
+            return
         if marks & _OTHER_MARK:
             if msg.startswith("Finish rollout:") or "Finish rollout: " in msg:
                 ix.finish.add((self.where, line_no, raw))
@@ -696,9 +738,35 @@ class _FileScan:
         try:
             record = parse_metric_dict(m.group("dict"))
         except ValueError:
-            self.out.unparsed_metric_lines += 1
+            self._unparsed(m.group(0))
             return
         self.out.metrics.add(m.group("kind"), int(m.group("n")), record)
+        self.grammar_counts["slime_dict"] = self.grammar_counts.get("slime_dict", 0) + 1
+
+    def _unparsed(self, text: str) -> None:
+        out = self.out
+        out.unparsed_metric_lines += 1
+        if len(out.unparsed_samples) < MAX_UNPARSED_SAMPLES:
+            out.unparsed_samples.append(f"{self.where}: {_cap(text.strip())[:300]}")
+
+    def _framework_metric(self, msg: str, raw: str) -> bool:
+        """A verl / HF Trainer / ms-swift / OpenRLHF metric line; True when the line was one."""
+        try:
+            rec = parse_framework_metric(msg)
+        except Unparsed:
+            self._unparsed(msg)
+            return True
+        if rec is None:
+            return False
+        ix = self.ix
+        index = rec.index
+        if index is None:
+            index = ix.ordinals[rec.kind] = ix.ordinals.get(rec.kind, 0) + 1
+        self.out.metrics.add(rec.kind, index, rec.values)
+        self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
+        fw = GRAMMAR_FRAMEWORK[rec.grammar]
+        ix.foreign_votes[fw] = ix.foreign_votes.get(fw, 0) + 1
+        return True
 
     def _signals(self, line: _Line, line_no: int, timer_done: bool = False) -> None:
         """Timers, placement-group waits, notable lines."""
@@ -875,7 +943,11 @@ class _FileScan:
             if le < 0:
                 le = end
             if le - pos <= 4096:
-                line = split_line(data[pos:le].decode("utf-8", "replace"))
+                text = data[pos:le].decode("utf-8", "replace")
+                line = split_line(text)
+                if self.ix.head_chars < HEAD_TEXT_CHARS:
+                    self.ix.head_text.append(text)
+                    self.ix.head_chars += len(text)
                 if line.fmt in self.ix.votes:
                     self.ix.votes[line.fmt] += 1
                 if line.timestamp is not None:

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage import safe_io
 from triage.errors import CorruptArtifact
 from triage.formats.metric_table import MetricTable
 
 MAX_STATE_BYTES = 512 * 1024 * 1024  # a state file larger than this is not a trainer_state.json
+MAX_STEP = 1 << 62  # steps past this are not steps (the metric table indexes by int64)
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -70,29 +72,19 @@ def _error_line(exc: json.JSONDecodeError) -> str:
 
 
 def _read_one(path: Path) -> dict[str, Any]:
-    if path.exists() and not path.is_file():
-        raise CorruptArtifact(path, "not a regular file: expected trainer_state.json")
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise CorruptArtifact(path, f"cannot read: {exc.strerror}") from None
-    if size == 0:
-        raise CorruptArtifact(path, "file is empty (0 bytes): the Trainer was killed while saving it")
-    if size > MAX_STATE_BYTES:
-        raise CorruptArtifact(path, f"file is {size} bytes, too large to be a trainer_state.json")
-    try:
-        text = path.read_text(encoding="utf-8")
+        text = safe_io.read_text(path, MAX_STATE_BYTES, "trainer_state.json")
     except UnicodeDecodeError as exc:
         raise CorruptArtifact(path, f"not UTF-8 text (byte {exc.start}): expected trainer_state.json") from None
-    except OSError as exc:
-        raise CorruptArtifact(path, f"cannot read: {exc.strerror}") from None
+    except OSError as exc:  # RefusedFile too: a FIFO, outside the run, too large, permission denied
+        raise CorruptArtifact(path, exc.strerror or str(exc)) from None
+    if not text:
+        raise CorruptArtifact(path, "file is empty (0 bytes): the Trainer was killed while saving it")
     try:
-        raw = json.loads(text)
+        raw = safe_io.loads_json(text)
     except json.JSONDecodeError as exc:
-        hint = " (the file ends early: truncated while being written?)" if exc.pos >= len(text.rstrip()) else ""
+        hint = " (the file ends early: truncated while being written?)" if exc.pos and exc.pos >= len(text.rstrip()) else ""
         raise CorruptArtifact(path, _error_line(exc) + hint) from None
-    except RecursionError:
-        raise CorruptArtifact(path, "JSON nested too deeply to be a trainer_state.json") from None
     if not isinstance(raw, dict):
         raise CorruptArtifact(path, f"expected a JSON object with 'log_history', found a JSON {type(raw).__name__}")
     history = raw.get("log_history")
@@ -104,11 +96,21 @@ def _read_one(path: Path) -> dict[str, Any]:
     return raw
 
 
+def _count(value: Any) -> int | None:
+    """A step or step count as an int, or None when it is not one: not a number, not finite,
+    or past int64 (`1e308`, `10**30` would overflow the metric table's int64 index)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if abs(value) >= MAX_STEP:
+        return None
+    return int(value)
+
+
 def _step_of(row: dict[str, Any], fallback: int) -> int:
-    step = row.get("step")
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
-        return fallback
-    return int(step)
+    step = _count(row.get("step"))
+    return fallback if step is None else step
 
 
 def _build(raws: list[tuple[Path, dict[str, Any]]]) -> TrainerState:
@@ -116,7 +118,7 @@ def _build(raws: list[tuple[Path, dict[str, Any]]]) -> TrainerState:
     ranked = sorted(
         raws,
         key=lambda pr: (
-            _number(pr[1].get("global_step")) or 0.0,
+            _count(pr[1].get("global_step")) or 0,
             len(pr[1]["log_history"]),
             0 if _CHECKPOINT_DIR.match(pr[0].parent.name) else 1,  # the top-level copy wins a tie
         ),
@@ -142,13 +144,13 @@ def _build(raws: list[tuple[Path, dict[str, Any]]]) -> TrainerState:
         table.add("hf", step, {k: v for k, v in row.items() if k != "step"})
 
     best = ranked[0][1]
-    global_step = max(int(_number(raw.get("global_step")) or 0) for _p, raw in raws)
+    global_step = max(_count(raw.get("global_step")) or 0 for _p, raw in raws)
     if history:
         global_step = max(global_step, max(step for step, _o, _r in rows))
-    max_steps = _number(best.get("max_steps"))
+    max_steps = _count(best.get("max_steps"))
     return TrainerState(
         global_step=global_step,
-        max_steps=int(max_steps) if max_steps is not None else None,
+        max_steps=max_steps,
         log_history=history,
         metrics=table,
         best_model_checkpoint=best.get("best_model_checkpoint") if isinstance(best.get("best_model_checkpoint"), str) else None,

@@ -174,13 +174,16 @@ def _load_probe_class(name: str, ref: str) -> type[Probe]:
 def _worker_run(spec: dict[str, Any]) -> Run:
     from triage.run import open_run
 
-    key = (spec["root"], spec["token"], tuple(spec["engines"]), spec["engine_writes_allowed"])
+    key = (spec["root"], spec["token"], tuple(spec["engines"]), spec["engine_writes_allowed"],
+           bool(spec.get("relaunch_allowed")), tuple(sorted((spec.get("relaunch_env") or {}).items())))
     run = _WORKER_RUNS.get(key)
     if run is None:
         run = open_run(spec["root"], runs_root="")
         run.ref = spec["ref"]
         run.engines = list(spec["engines"])
         run.engine_writes_allowed = bool(spec["engine_writes_allowed"])
+        run.relaunch_allowed = bool(spec.get("relaunch_allowed"))
+        run.relaunch_env = dict(spec.get("relaunch_env") or {})
         _WORKER_RUNS[key] = run
         while len(_WORKER_RUNS) > _WORKER_RUNS_MAX:
             _WORKER_RUNS.popitem(last=False)
@@ -321,7 +324,8 @@ class RayExecutor:
                 attempt: int, speculative: bool) -> _Task:
         spec = {
             "root": str(run.root), "token": key[0], "ref": run.ref, "engines": list(run.engines),
-            "engine_writes_allowed": bool(run.engine_writes_allowed), "node": node.id, "playbook": node.playbook,
+            "engine_writes_allowed": bool(run.engine_writes_allowed), "relaunch_allowed": bool(run.relaunch_allowed),
+            "relaunch_env": dict(run.relaunch_env), "node": node.id, "playbook": node.playbook,
             "ask": node.ask, "probe": probe_cls.name, "probe_ref": probe_ref(probe_cls), "params": key[2],
             "outcomes": list(probe_cls.all_outcomes()), "attempt": attempt,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from triage.finding import ERROR, UNAVAILABLE
+from triage.render.coverage import candidate_lines, coverage_lines
 from triage.render.evidence import evidence_lines
 from triage.report import Report
 
@@ -41,6 +42,11 @@ def render_markdown(report: Report) -> str:
             tail = f" — {n.command}" if n.command else ""
             out.append(f"- `{n.probe}`: {n.reason}{tail}")
         out.append("")
+    if report.candidates:
+        out += ["## Candidates", "", *candidate_lines(report), ""]
+    cov = coverage_lines(report)
+    if cov:
+        out += ["## Coverage", "", *[f"- {line}" for line in cov], ""]
     art = ", ".join(f"{k}: {v}" for k, v in report.run.artifacts.items() if v)
     out += [f"_Run `{report.run.path}` ({report.run.framework}; {art}); triaged in {report.duration_s:.2f} s._", ""]
     return "\n".join(out)

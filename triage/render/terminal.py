@@ -9,6 +9,7 @@ from rich.text import Text
 
 from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.finding import ERROR, UNAVAILABLE
+from triage.render.coverage import candidate_lines, coverage_lines
 from triage.render.evidence import evidence_lines
 from triage.report import Report
 
@@ -58,3 +59,12 @@ def render_terminal(report: Report, console: Console) -> None:
         for n in report.not_checked:
             tail = f" — {n.command}" if n.command else ""
             console.print(Text(f"  {n.probe}: {n.reason}{tail}"))
+    if report.candidates:
+        console.print(Text("Candidates (most supported first):", style="bold yellow"))
+        for line in candidate_lines(report):
+            console.print(Text(f"  {line}"))
+    lines = coverage_lines(report)
+    if lines:
+        console.print(Text("Coverage:", style="bold"))
+        for line in lines:
+            console.print(Text(f"  {line}", style="dim"))

@@ -20,14 +20,17 @@ It runs as a subprocess with a timeout, in its own process group (killed whole o
 timeout), and its `rollout R: {...}` / `step N: {...}` lines are read back with the
 same log parser the triage uses on the run.
 
-A run can be relaunched here when its program is: the testbed (`python -m
-triage.testbed.train`, relaunched with the environment the job ran in), or a framework
-entry script that exists here with the framework importable and a GPU present.
+A run can be relaunched here when its program is the entry of a registered framework
+(`triage.replay.frameworks`: slime's, miles' or Relax's `train.py`, the testbed's module)
+that is installed here, with a GPU where the framework needs one. What starts is the
+installed framework, never a file of the run directory; its environment is this
+process's plus what the caller gives (`Run.relaunch_env`), never anything the run holds.
+Nothing starts without consent (`triage.replay.consent`): without it, `job_spec` raises
+`RelaunchRefused` with the exact command it would have run.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shlex
 import signal
@@ -43,15 +46,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from triage.errors import TriageError, Unavailable
+from triage.replay.consent import RelaunchRefused, relaunch_permitted
+from triage.replay.frameworks import Framework, framework_for, frameworks
 
 if TYPE_CHECKING:
     from triage.run.run import Run
 
-TESTBED_MODULE = "triage.testbed.train"
 # Flags whose values write into the run directory or start what a replay must not start.
 _DROPPED = ("--save", "--save-interval", "--dump-details", "--save-debug-rollout-data", "--save-debug-train-data",
             "--load-debug-rollout-data", "--debug-rollout-only", "--use-wandb", "--wandb-project", "--wandb-group",
-            "--start-rollout-id", "--num-rollout", "--testbed-log", "--testbed-engine-dump")
+            "--start-rollout-id", "--num-rollout")
 PARALLEL_FLAGS = {
     "tp": "--tensor-model-parallel-size",
     "pp": "--pipeline-model-parallel-size",
@@ -60,7 +64,6 @@ PARALLEL_FLAGS = {
 }
 PARALLEL_ARGS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
                  "cp": "context_parallel_size", "ep": "expert_model_parallel_size"}
-_FRAMEWORK_PACKAGES = {"slime": "slime", "miles": "miles", "relax": "relax"}
 
 
 class LaunchFailed(TriageError):
@@ -120,11 +123,11 @@ def flag_value(argv: list[str], flag: str) -> list[str] | None:
 class JobSpec:
     """How to start the run's job again: program, flags, directory and environment."""
 
-    program: tuple[str, ...]  # e.g. (python, "-m", "triage.testbed.train")
+    program: tuple[str, ...]  # e.g. (python, "/opt/slime/train.py")
     argv: tuple[str, ...]  # the framework's flags
     cwd: Path
-    env: dict[str, str]
-    framework: str  # testbed | slime | miles | relax
+    env: dict[str, str]  # added to this process's environment: the caller's, never the run's
+    framework: str  # a registered framework's name
     log_flag: str | None = None  # a flag that sends the job log to a file (the testbed's)
 
     def command(self, argv: Iterable[str] | None = None) -> str:
@@ -167,64 +170,103 @@ def _program_split(tokens: list[str]) -> tuple[list[str], list[str]]:
     return tokens[:first], tokens[first:]
 
 
-def is_testbed_run(run: Run) -> bool:
-    text = _command_text(run)
-    return bool(text) and TESTBED_MODULE in text
-
-
-def job_spec(run: Run) -> JobSpec:
-    """The run's job, ready to be relaunched here; Unavailable (with the reason) when it cannot be."""
+def run_command(run: Run) -> tuple[list[str], list[str]]:
+    """The run's (program, flags), from its command line; Unavailable when it left none."""
     text = _command_text(run)
     if not text:
         raise Unavailable("args", "the run left no command line to relaunch its job from",
                           "keep the job's command line (cmdline.txt) in the run directory")
-    tokens = _tokens(text.strip().splitlines()[0] if "\\\n" not in text else text)
-    program, flags = _program_split(tokens)
-    if TESTBED_MODULE in program:
-        return _testbed_spec(run, flags)
-    script = next((t for t in program if t.endswith(".py")), None)
-    module = program[-1] if len(program) >= 2 and program[-2] == "-m" else None
-    where = (script or module or " ".join(program) or "?")
-    framework = next((f for f in _FRAMEWORK_PACKAGES if f in (where + " " + run.framework).lower()), "slime")
-    package = _FRAMEWORK_PACKAGES[framework]
-    script_path = None
-    if script:
-        script_path = next((p for p in (run.resolve_path(script), Path(script)) if p is not None and p.is_file()), None)
+    return _program_split(_tokens(text.strip().splitlines()[0] if "\\\n" not in text else text))
+
+
+def _as_planned(program: list[str], flags: list[str], run: Run, framework: str) -> JobSpec:
+    """The job as the run's command line names it, for showing the command (never started as such)."""
+    return JobSpec(tuple(program), tuple(flags), run.root, {}, framework)
+
+
+def planned_command(spec: JobSpec, run: Run, parallel: dict[str, int] | None = None,
+                    scratch: str = "<scratch>") -> str:
+    """The exact replay command `spec` would run for the run's first dumped rollout."""
+    from triage.replay.logged import dumped_rollouts
+
+    try:
+        rid = min(dumped_rollouts(run))
+        template = dump_template(run, rid)
+    except (Unavailable, ValueError):
+        rid, template = 0, "<dump>/rollout_data/{rollout_id}.pt"
+    try:
+        weights = weights_for_rollout(run, rid, rid)
+    except TriageError:
+        weights = None
+    argv = replay_flags(list(spec.argv), template, rid, scratch, weights, parallel)
+    if spec.log_flag:
+        argv = set_flag(argv, spec.log_flag, f"{scratch}/job.log")
+    return spec.command(argv)
+
+
+def display_spec(run: Run) -> JobSpec:
+    """The job as it would be started (the installed framework's entry), or as the run names it; never started."""
+    program, flags = run_command(run)
+    fw = framework_for(program, run.framework)
+    spec = _installed_spec(fw, program, flags, run) if fw is not None else None
+    return spec or _as_planned(program, flags, run, fw.name if fw else "?")
+
+
+def job_spec(run: Run, parallel: dict[str, int] | None = None) -> JobSpec:
+    """The run's job, ready to be relaunched here.
+
+    Unavailable (with the reason) when it cannot be; `RelaunchRefused` (with the exact
+    command) when it could be but the user did not consent to running the run's code.
+    """
+    program, flags = run_command(run)
+    fw = framework_for(program, run.framework)
+    where = next((t for t in program if t.endswith(".py")), None) or (program[-1] if program else "?")
+    if fw is None:
+        known = ", ".join(frameworks())
+        raise Unavailable("framework", f"the run's program ({' '.join(program) or '?'}) is the entry of no framework "
+                          f"this triage can relaunch ({known})",
+                          _as_planned(program, flags, run, "?").command(
+                              replay_flags(list(flags), "<dump>/rollout_data/{rollout_id}.pt", 0, "<scratch>")))
+    spec = _installed_spec(fw, program, flags, run)
+    if spec is None or not relaunch_permitted():
+        shown = spec or _as_planned(program, flags, run, fw.name)
+        command = planned_command(shown, run, parallel)
+        if spec is None:
+            raise Unavailable("framework", f"the run's job ({where}) cannot be relaunched here: "
+                              f"{', '.join(_missing(fw, program))}", command)
+        raise RelaunchRefused(f"relaunching the {fw.name} job ({where})", command)
+    return spec
+
+
+def _missing(fw: Framework, program: list[str]) -> list[str]:
     from triage.hardware import gpu_count
 
-    missing = []
-    if importlib.util.find_spec(package) is None:
-        missing.append(f"{framework} is not installed here")
-    if script and script_path is None:
-        missing.append(f"its entry script {script} is not here")
-    if gpu_count() == 0:
-        missing.append("no GPU is available")
-    if missing:
-        replay = JobSpec(tuple(program), tuple(flags), run.root, {}, framework)
-        raise Unavailable(
-            "framework",
-            f"the run's job ({where}) cannot be relaunched here: {', '.join(missing)}",
-            replay.command(replay_flags(list(flags), "<dump>/rollout_data/{rollout_id}.pt", 0, "<scratch>")),
-        )
-    prog = [sys.executable, *([str(script_path)] if script_path else ["-m", module] if module else [])]
-    return JobSpec(tuple(prog), tuple(flags), (script_path.parent if script_path else run.root), {}, framework)
+    out = []
+    if not fw.installed():
+        out.append(f"{fw.name} is not installed here")
+    script = next((t for t in program if t.endswith(".py")), None)
+    if script and fw.installed() and fw.script_path(script) is None:
+        out.append(f"its entry script {Path(script).name} is not in the installed {fw.name}")
+    if fw.needs_gpu and gpu_count() == 0:
+        out.append("no GPU is available")
+    return out
 
 
-def _testbed_spec(run: Run, flags: list[str]) -> JobSpec:
-    """The testbed's job: its environment (the installed code of the cluster it ran on) comes with it."""
-    env: dict[str, str] = {}
-    argv = list(flags)
-    if (run.root / ".testbed" / "scenario.json").is_file():
-        from triage.testbed.scenarios import job_environment
-
-        job = job_environment(run.root)
-        raw = list(job["argv"])
-        if raw[:2] == ["-m", TESTBED_MODULE]:
-            raw = raw[2:]
-        argv = raw
-        env = {str(k): str(v) for k, v in job.get("env", {}).items()}
-    return JobSpec((sys.executable, "-m", TESTBED_MODULE), tuple(argv), run.root, env, "testbed",
-                   log_flag="--testbed-log")
+def _installed_spec(fw: Framework, program: list[str], flags: list[str], run: Run) -> JobSpec | None:
+    """The installed framework's entry with the run's flags; None when it cannot start here."""
+    if _missing(fw, program):
+        return None
+    module = program[-1] if len(program) >= 2 and program[-2] == "-m" else None
+    if module is not None:
+        prog: tuple[str, ...] = (sys.executable, "-m", module)
+        cwd = run.root if fw.cwd == "run" else (fw.source_root() or run.root)
+    else:
+        script = fw.script_path(next(t for t in program if t.endswith(".py")))
+        assert script is not None
+        prog = (sys.executable, str(script))
+        cwd = run.root if fw.cwd == "run" else script.parent
+    argv = drop_flags(list(flags), [*fw.dropped_flags, *([fw.log_flag] if fw.log_flag else [])])
+    return JobSpec(prog, tuple(argv), cwd, dict(run.relaunch_env), fw.name, log_flag=fw.log_flag)
 
 
 # --- the replay's flags -----------------------------------------------------------------------
@@ -363,6 +405,8 @@ def launch(spec: JobSpec, argv: list[str], scratch: Path, rollout_id: int, timeo
     """Run the job with `argv` in its directory; read back its rollout / step lines and train dump."""
     from triage.formats.slime_log import scan_logs
 
+    if not relaunch_permitted():  # the last guard: nothing of the run's starts without consent
+        raise RelaunchRefused(f"relaunching the {spec.framework} job", spec.command(argv))
     scratch.mkdir(parents=True, exist_ok=True)
     args = list(argv)
     log_file = scratch / "job.log"
@@ -374,6 +418,10 @@ def launch(spec: JobSpec, argv: list[str], scratch: Path, rollout_id: int, timeo
     full_env.update(env or {})
     root = str(Path(__file__).resolve().parents[2])
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
+    if "-m" in spec.program:
+        # `python -m` would put its working directory (the run directory, for the testbed) first on
+        # sys.path: the job imports nothing from the run merely for starting there
+        full_env["PYTHONSAFEPATH"] = "1"
     if "TORCH_FR_DUMP_TEMP_FILE" in full_env:  # a collective timeout's dumps land in the scratch dir, not the run
         full_env["TORCH_FR_DUMP_TEMP_FILE"] = str(scratch / "flight_recorder" / "nccl_trace_rank_")
     command = spec.command(argv).replace(str(scratch.parent), "<scratch>")
@@ -395,16 +443,23 @@ def launch(spec: JobSpec, argv: list[str], scratch: Path, rollout_id: int, timeo
     wall = time.monotonic() - t0
     logs = [p for p in (log_file, stdout_file) if p.is_file() and p.stat().st_size > 0]
     result = LaunchResult(command, code, wall, scratch, timed_out=timed_out)
-    if logs:
-        index = scan_logs(logs)
-        result.rollout = _records(index.metrics, "rollout").get(rollout_id, {})
-        result.steps = _records(index.metrics, "step")
-        if index.tracebacks:
-            result.error = index.tracebacks[-1].exception
+    from triage import safe_io
+
+    # what the replay wrote is read from its scratch directory, outside the run
+    token = safe_io.confine((*(safe_io.confined_roots() or ()), Path(os.path.realpath(scratch))))
     try:
-        result.log_probs, result.ref_log_probs = _train_dump_columns(scratch, rollout_id)
-    except TriageError as exc:
-        result.error = result.error or str(exc)
+        if logs:
+            index = scan_logs(logs)
+            result.rollout = _records(index.metrics, "rollout").get(rollout_id, {})
+            result.steps = _records(index.metrics, "step")
+            if index.tracebacks:
+                result.error = index.tracebacks[-1].exception
+        try:
+            result.log_probs, result.ref_log_probs = _train_dump_columns(scratch, rollout_id)
+        except TriageError as exc:
+            result.error = result.error or str(exc)
+    finally:
+        safe_io.reset(token)
     return result
 
 
@@ -412,7 +467,7 @@ def run_replay(run: Run, rollout_id: int, scratch: Path, *, spec: JobSpec | None
                parallel: dict[str, int] | None = None, extra: dict[str, Any] | None = None,
                timeout_s: float = 300.0, first_rollout: int = 0) -> LaunchResult:
     """Relaunch the run's job to train rollout `rollout_id` alone; raises LaunchFailed without a step line."""
-    spec = spec or job_spec(run)
+    spec = spec or job_spec(run, parallel)
     template = dump_template(run, rollout_id)
     weights = weights_for_rollout(run, rollout_id, first_rollout)
     argv = replay_flags(list(spec.argv), template, rollout_id, scratch, weights, parallel, extra)

@@ -1,23 +1,43 @@
-"""Finding a run's artifacts in its directory, or taking them from its manifest."""
+"""Finding a run's artifacts in its directory, or taking them from its manifest.
+
+The walk is breadth first, so the run root's own files are looked at before anything
+deeper, and it is bounded: at most `MAX_RUN_ENTRIES` names in all, `MAX_DEPTH` levels,
+`MAX_FILES_PER_KIND` files of one kind (`MAX_LOGS` logs). Whatever a bound cuts, and every
+path that is not followed (a symlink leading outside the run and the allowed roots, a
+symlink loop, a FIFO, device or socket, a directory the OS will not list), is named in
+`Artifacts.skipped`, which the report shows.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triage.errors import CorruptArtifact, RunNotFound
+from triage import safe_io
+from triage.errors import CorruptArtifact, RefusedFile, RunNotFound
 from triage.run.manifest import MANIFEST_NAMES, Manifest
 
-MAX_ENTRIES = 50_000
+MAX_RUN_ENTRIES = 250_000  # names looked at per run; a 100,000-file run is read whole
 MAX_DEPTH = 6
+MAX_FILES_PER_KIND = 10_000  # dumps, flight-recorder files, trainer states, checkpoints
+MAX_LOGS = 1_000  # each log is scanned in full, so fewer of them
+MAX_SKIPPED_NOTES = 20  # skip reasons kept one per line; the rest counted
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt"}
 LOG_NAMES = {"stdout", "stderr", "output", "log"}
 NOT_LOGS = {"latest_checkpointed_iteration.txt", "cmdline.txt", "command.txt", "requirements.txt", "README.txt"}
 COMMAND_FILES = ("cmdline.txt", "command.txt", "cmd.txt", "entrypoint.txt")
 ITER_DIR = re.compile(r"^iter_\d{7}$")
 FLIGHT_RECORDER = re.compile(r"(nccl_trace|fr_trace|flight_recorder|flightrecorder)", re.I)
+FILE_KINDS = ("logs", "trainer_states", "rollout_dumps", "train_dumps", "flight_recorder")
+DIR_KINDS = ("checkpoints", "hf_checkpoints", "engine_weights")
+# found on disk only (the manifest does not name them): metrics beyond the log, argument sources
+FOUND_KINDS = ("tensorboard", "wandb_runs", "metric_jsonl", "launch_scripts", "configs", "python_configs")
+METRIC_JSONL = re.compile(r"(log|metric|train)[^/]*\.jsonl$", re.I)
+CONFIG_SUFFIXES = {".yaml", ".yml"}
 
 
 @dataclass
@@ -33,6 +53,13 @@ class Artifacts:
     engine_weights: list[Path] = field(default_factory=list)
     flight_recorder: list[Path] = field(default_factory=list)
     engines: list[str] = field(default_factory=list)
+    tensorboard: list[Path] = field(default_factory=list)  # events.out.tfevents.* files
+    wandb_runs: list[Path] = field(default_factory=list)  # offline-run-*/run-*.wandb files
+    metric_jsonl: list[Path] = field(default_factory=list)  # logging.jsonl, metrics.jsonl, ...
+    launch_scripts: list[Path] = field(default_factory=list)  # *.sh near the run root
+    configs: list[Path] = field(default_factory=list)  # YAML configs, Hydra's .hydra/config.yaml
+    python_configs: list[Path] = field(default_factory=list)  # *.py near the root that build GRPOConfig(...) & co
+    skipped: list[str] = field(default_factory=list)  # what was not followed or read, and why, one line each
 
     def kinds(self) -> dict[str, int]:
         return {
@@ -45,24 +72,76 @@ class Artifacts:
             "engine_weights": len(self.engine_weights),
             "flight_recorder": len(self.flight_recorder),
             "engines": len(self.engines),
+            **{k: len(getattr(self, k)) for k in FOUND_KINDS if getattr(self, k)},
         }
 
     def empty(self) -> bool:
         return not any(self.kinds().values()) and self.command_line is None and self.command is None
 
+    def skip(self, reason: str) -> None:
+        """Record one thing not followed or read (bounded: past the limit only a count is kept)."""
+        if reason in self.skipped:
+            return
+        if len(self.skipped) < MAX_SKIPPED_NOTES:
+            self.skipped.append(reason)
+            return
+        last = self.skipped[-1]
+        m = re.match(r"^and (\d+) more paths skipped", last)
+        if m:
+            self.skipped[-1] = f"and {int(m.group(1)) + 1} more paths skipped"
+        else:
+            self.skipped.append("and 1 more paths skipped")
 
-def _manifest_paths(root: Path, values: list[str], field_name: str) -> list[Path]:
+
+def _relative(root: Path, path: Path) -> str:
+    try:
+        return str(path.relative_to(root)) or "."
+    except ValueError:
+        return str(path)
+
+
+def _manifest_paths(root: Path, values: list[str], field_name: str, roots: tuple[Path, ...],
+                    found: Artifacts, want_file: bool) -> list[Path]:
+    """The manifest's paths that may be read; the others are skipped with their reason."""
     out = []
     for value in values:
-        p = (root / value).resolve() if not os.path.isabs(value) else Path(value)
-        if not p.exists():
-            raise CorruptArtifact(root / MANIFEST_NAMES[0], f"manifest names {field_name} {value!r}, which does not exist")
-        out.append(p)
+        p = Path(value) if os.path.isabs(value) else root / value
+        try:
+            real = safe_io.resolve(p)
+        except FileNotFoundError:
+            raise CorruptArtifact(root / MANIFEST_NAMES[0], f"manifest names {field_name} {value!r}, which does not exist") from None
+        except RefusedFile as exc:
+            found.skip(f"manifest {field_name} {value!r}: {exc.reason}: skipped")
+            continue
+        reason = safe_io.why_refused(real, roots)
+        if reason is None and want_file:
+            try:
+                mode = os.stat(real).st_mode
+            except OSError as exc:
+                reason = f"cannot read: {exc.strerror}"
+            else:
+                if not stat.S_ISREG(mode):
+                    reason = f"{safe_io.kind_of(mode)}, not a regular file"
+        if reason is not None:
+            found.skip(f"manifest {field_name} {value!r}: {reason}: skipped")
+            continue
+        out.append(real)
     return out
 
 
-def _is_megatron_checkpoint(path: Path, names: set[str]) -> bool:
-    return "latest_checkpointed_iteration.txt" in names or any(ITER_DIR.match(n) for n in names)
+def _is_megatron_checkpoint(here: Path, names: set[str], dirs: set[str]) -> bool:
+    """A directory holding the tracker file, or a non-empty `iter_XXXXXXX` directory."""
+    if "latest_checkpointed_iteration.txt" in names - dirs:
+        return True
+    for name in dirs:
+        if ITER_DIR.match(name):
+            try:
+                with os.scandir(here / name) as it:
+                    if next(it, None) is not None:
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 def _is_hf_checkpoint(names: set[str]) -> bool:
@@ -72,74 +151,253 @@ def _is_hf_checkpoint(names: set[str]) -> bool:
     )
 
 
-def _walk(root: Path) -> Artifacts:
-    found = Artifacts()
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        depth = len(here.relative_to(root).parts)
-        names = set(filenames) | set(dirnames)
-        seen += len(names)
-        if seen > MAX_ENTRIES:
-            break
-        if _is_megatron_checkpoint(here, names):
+def _dfs_key(root: Path, path: Path) -> tuple[tuple[str, ...], str]:
+    """Order of a top-down walk with sorted names: a directory's files before its subdirectories."""
+    rel = path.relative_to(root)
+    return rel.parent.parts if rel.parent != Path(".") else (), rel.name
+
+
+class _Walk:
+    def __init__(self, root: Path, roots: tuple[Path, ...]) -> None:
+        self.root = root
+        self.roots = roots
+        self.found = Artifacts()
+        self.budget = MAX_RUN_ENTRIES
+        self.seen_dirs: set[tuple[int, int]] = set()
+        self.seen_files: set[tuple[int, int]] = set()
+        self.commands: list[Path] = []
+        self.cut: dict[str, int] = {}
+
+    def rel(self, path: Path) -> str:
+        return _relative(self.root, path)
+
+    def _list(self, here: Path) -> list[os.DirEntry] | None:
+        try:
+            with os.scandir(here) as it:
+                entries = []
+                for entry in it:
+                    if len(entries) >= self.budget:
+                        self.found.skip(
+                            f"{self.rel(here)}: the walk stopped at {MAX_RUN_ENTRIES} entries in the run "
+                            f"(limit MAX_RUN_ENTRIES); the rest of {self.rel(here)} and anything after it was not looked at")
+                        self.budget = 0
+                        break
+                    entries.append(entry)
+        except OSError as exc:
+            if here == self.root:
+                raise RunNotFound(f"cannot read run directory {here}: {exc.strerror or exc}") from None
+            self.found.skip(f"{self.rel(here)}: cannot list the directory ({exc.strerror or exc}): skipped")
+            return None
+        self.budget -= len(entries)
+        entries.sort(key=lambda e: e.name)
+        return entries
+
+    def _entry_kind(self, entry: os.DirEntry) -> tuple[str, Path] | None:
+        """('dir' | 'file', path) for an entry that may be followed; None (with a skip note) otherwise."""
+        path = Path(entry.path)
+        try:
+            if entry.is_symlink():
+                try:
+                    real = safe_io.resolve(path)
+                except FileNotFoundError:
+                    self.found.skip(f"{self.rel(path)}: a symlink to a path that does not exist: skipped")
+                    return None
+                except RefusedFile as exc:
+                    self.found.skip(f"{self.rel(path)}: {exc.reason}: skipped")
+                    return None
+                reason = safe_io.why_refused(real, self.roots)
+                if reason:
+                    self.found.skip(f"{self.rel(path)}: a symlink that {reason}: not followed")
+                    return None
+                st = os.stat(real)
+            else:
+                st = entry.stat(follow_symlinks=False)
+        except OSError as exc:
+            self.found.skip(f"{self.rel(path)}: cannot stat ({exc.strerror or exc}): skipped")
+            return None
+        key = (st.st_dev, st.st_ino)
+        if stat.S_ISDIR(st.st_mode):
+            if key in self.seen_dirs:
+                if entry.is_symlink():
+                    self.found.skip(f"{self.rel(path)}: a symlink to a directory already walked (a loop, or a second name): not followed")
+                return None
+            return "dir", path
+        if stat.S_ISREG(st.st_mode):
+            if key in self.seen_files:
+                return None  # a second name for a file already found
+            self.seen_files.add(key)
+            return "file", path
+        self.found.skip(f"{self.rel(path)}: {safe_io.kind_of(st.st_mode)}, not a regular file: not read")
+        return None
+
+    def run(self) -> Artifacts:
+        found = self.found
+        try:
+            st = os.stat(self.root)
+        except OSError as exc:
+            raise RunNotFound(f"cannot read run directory {self.root}: {exc.strerror or exc}") from None
+        self.seen_dirs.add((st.st_dev, st.st_ino))
+        queue: deque[tuple[Path, int]] = deque([(self.root, 0)])
+        while queue:
+            here, depth = queue.popleft()
+            if self.budget <= 0:
+                found.skip(f"{self.rel(here)}: not looked at (the walk's limit of {MAX_RUN_ENTRIES} entries was reached)")
+                continue
+            entries = self._list(here)
+            if entries is None:
+                continue
+            files: list[Path] = []
+            subdirs: list[Path] = []
+            for entry in entries:
+                kind = self._entry_kind(entry)
+                if kind is None:
+                    continue
+                (subdirs if kind[0] == "dir" else files).append(kind[1])
+            names = {e.name for e in entries}
+            dir_names = {p.name for p in subdirs}
+            descend = self._classify_dir(here, depth, names, dir_names)
+            if descend is None:
+                continue
+            for path in files:
+                self._classify_file(here, path)
+            if depth + 1 > MAX_DEPTH:
+                continue
+            for sub in subdirs:
+                if sub.name not in descend:
+                    continue
+                try:
+                    sst = os.stat(sub)
+                except OSError:
+                    continue
+                key = (sst.st_dev, sst.st_ino)
+                if key in self.seen_dirs:
+                    continue
+                self.seen_dirs.add(key)
+                queue.append((sub, depth + 1))
+        self._finish()
+        return found
+
+    def _classify_dir(self, here: Path, depth: int, names: set[str], dir_names: set[str]) -> set[str] | None:
+        """The subdirectories to walk into, or None when this directory's files are not artifacts."""
+        found = self.found
+        if _is_megatron_checkpoint(here, names, dir_names):
             found.checkpoints.append(here)
-            dirnames[:] = []  # the checkpoint readers walk inside
-            continue
-        if here.name.startswith("iter_") or re.match(r"^mp_rank_\d{2}", here.name):
-            dirnames[:] = []
-            continue
+            if here != self.root:
+                return None  # the checkpoint readers walk inside
+            # the run root itself holds a checkpoint: its logs and other folders still count
+            return {n for n in dir_names if not ITER_DIR.match(n) and n != "release" and not re.match(r"^mp_rank_\d{2}", n)}
+        if here != self.root and (here.name.startswith("iter_") or re.match(r"^mp_rank_\d{2}", here.name)):
+            return None
         if _is_hf_checkpoint(names) and "trainer_state.json" not in names:
             found.hf_checkpoints.append(here)
         if here.name in ("engine_weights", "engine_dump") or "engine_weights.json" in names:
             found.engine_weights.append(here)
-            dirnames[:] = []
-            continue
-        if depth >= MAX_DEPTH:
-            dirnames[:] = []
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = here / name
-            if name in MANIFEST_NAMES:
-                continue
-            if name == "trainer_state.json":
-                found.trainer_states.append(path)
-            elif name.endswith(".pt") and here.name == "rollout_data":
-                found.rollout_dumps.append(path)
-            elif name.endswith(".pt") and here.name == "train_data":
-                found.train_dumps.append(path)
-            elif FLIGHT_RECORDER.search(name) or here.name in ("flight_recorder", "fr_dumps"):
-                found.flight_recorder.append(path)
-            elif name in COMMAND_FILES and found.command_line is None:
-                found.command_line = path
-            elif name in NOT_LOGS:
-                continue
-            elif (path.suffix in LOG_SUFFIXES or name in LOG_NAMES) and here.name not in ("rollout_result", "trajectory"):
-                found.logs.append(path)
-    return found
+            if here != self.root:
+                return None
+        return set(dir_names)
+
+    def _classify_file(self, here: Path, path: Path) -> None:
+        found = self.found
+        name = path.name
+        if name in MANIFEST_NAMES:
+            return
+        if name == "trainer_state.json":
+            found.trainer_states.append(path)
+        elif name.endswith(".pt") and here.name == "rollout_data":
+            found.rollout_dumps.append(path)
+        elif name.endswith(".pt") and here.name == "train_data":
+            found.train_dumps.append(path)
+        elif FLIGHT_RECORDER.search(name) or here.name in ("flight_recorder", "fr_dumps"):
+            found.flight_recorder.append(path)
+        elif name in COMMAND_FILES:
+            self.commands.append(path)
+        elif self._found_kind(here, path):
+            return
+        elif name in NOT_LOGS:
+            return
+        elif (path.suffix in LOG_SUFFIXES or name in LOG_NAMES) and here.name not in ("rollout_result", "trajectory"):
+            found.logs.append(path)
+
+    def _found_kind(self, here: Path, path: Path) -> bool:
+        """Metrics beyond the log and argument sources; True when `path` is one of them."""
+        found = self.found
+        name = path.name
+        near_root = here == self.root or here.parent == self.root
+        in_wandb_run = any(re.match(r"^(offline-run-|run-|latest-run$)", part) for part in here.parts[-3:]) \
+            and "wandb" in here.parts
+        if name.startswith("events.out.tfevents."):
+            found.tensorboard.append(path)
+        elif name.endswith(".wandb") and name.startswith("run-"):
+            found.wandb_runs.append(path)
+        elif in_wandb_run:
+            return True  # W&B's own debug logs, config and summary files: not the job's
+        elif METRIC_JSONL.search(name) and here.name not in ("rollout_result", "trajectory", "rollout_data"):
+            found.metric_jsonl.append(path)
+        elif name.endswith(".sh") and near_root:
+            found.launch_scripts.append(path)
+        elif path.suffix in CONFIG_SUFFIXES and (near_root or here.name == ".hydra") and name not in (
+                "hydra.yaml", "wandb-metadata.yaml", "config-defaults.yaml") and "wandb" not in here.parts[-2:]:
+            found.configs.append(path)
+        elif name.endswith(".py") and near_root:
+            from triage.formats.python_config import mentions_config
+
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.read(256 << 10)
+            except OSError:
+                return False
+            if not mentions_config(head):
+                return False
+            found.python_configs.append(path)
+        else:
+            return False
+        return True
+
+    def _finish(self) -> None:
+        """Walk order restored (a top-down walk with sorted names), then each kind bounded."""
+        found = self.found
+        key = lambda p: _dfs_key(self.root, p)  # noqa: E731
+        if self.commands:
+            found.command_line = min(self.commands, key=key)
+        for attr in (*FILE_KINDS, *DIR_KINDS, *FOUND_KINDS):
+            paths = sorted(getattr(found, attr), key=key)
+            limit = MAX_LOGS if attr == "logs" else MAX_FILES_PER_KIND
+            if len(paths) > limit:
+                found.skip(f"{len(paths)} {attr.replace('_', ' ')} found: only the first {limit} were kept "
+                           f"(limit {'MAX_LOGS' if attr == 'logs' else 'MAX_FILES_PER_KIND'}); "
+                           f"the first not kept is {self.rel(paths[limit])}")
+                paths = paths[:limit]
+            setattr(found, attr, paths)
 
 
-def discover(root: Path, manifest: Manifest) -> Artifacts:
-    """Artifacts named by the manifest where it names them; otherwise found on disk."""
-    try:
-        found = _walk(root)
-    except PermissionError as exc:
-        raise RunNotFound(f"cannot read run directory {root}: {exc.strerror}") from None
-    for attr in ("logs", "trainer_states", "rollout_dumps", "train_dumps", "checkpoints",
-                 "hf_checkpoints", "engine_weights", "flight_recorder"):
+def discover(root: Path, manifest: Manifest, roots: tuple[Path, ...] | None = None) -> Artifacts:
+    """Artifacts named by the manifest where it names them; otherwise found on disk.
+
+    `roots`: where paths may lead (the run directory and the allowed roots); by default the
+    run directory alone.
+    """
+    roots = roots or (root,)
+    found = _Walk(root, roots).run()
+    for attr in (*FILE_KINDS, *DIR_KINDS):
         named = getattr(manifest, attr)
         if named:
-            setattr(found, attr, _manifest_paths(root, named, attr))
+            setattr(found, attr, _manifest_paths(root, named, attr, roots, found, want_file=attr in FILE_KINDS))
     if manifest.command_line:
-        found.command_line = _manifest_paths(root, [manifest.command_line], "command_line")[0]
+        kept = _manifest_paths(root, [manifest.command_line], "command_line", roots, found, want_file=True)
+        found.command_line = kept[0] if kept else None
     if manifest.command:
         found.command = manifest.command
     found.engines = list(manifest.engines)
     if found.empty() and not manifest.args:
-        if not any(root.iterdir()):
+        skipped = f" (skipped: {'; '.join(found.skipped[:3])})" if found.skipped else ""
+        try:
+            empty = not any(root.iterdir())
+        except OSError as exc:
+            raise RunNotFound(f"cannot read run directory {root}: {exc.strerror or exc}") from None
+        if empty:
             raise RunNotFound(f"run directory {root} is empty: nothing to triage")
         raise RunNotFound(
             f"nothing to triage in {root}: expected a job log (*.log), trainer_state.json, "
-            "--dump-details dumps, checkpoints, or a triage.yaml manifest naming them"
+            f"--dump-details dumps, checkpoints, or a triage.yaml manifest naming them{skipped}"
         )
     return found

@@ -18,15 +18,19 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from triage import safe_io
 from triage.errors import CorruptArtifact
 
 MANIFEST_NAMES = ("triage.yaml", "triage.yml", "triage.json")
+MAX_MANIFEST_BYTES = 1024 * 1024  # a manifest names artifacts: 1 MB is over 10,000 paths (and parses in about 3 s)
+MAX_MANIFEST_ENTRIES = 10_000  # paths, engines and args together: more than any run has files to name
 
 
 class Manifest(BaseModel):
@@ -50,25 +54,46 @@ class Manifest(BaseModel):
 
 
 def find_manifest(root: Path) -> Path | None:
+    """The run's manifest, if it has one (whatever it is: `load_manifest` refuses a FIFO or a symlink out)."""
     for name in MANIFEST_NAMES:
-        if (root / name).is_file():
-            return root / name
+        try:
+            os.lstat(root / name)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CorruptArtifact(root / name, f"cannot read the manifest: {exc.strerror or exc}") from None
+        return root / name
     return None
 
 
-def load_manifest(path: Path) -> Manifest:
+def _entries(raw: dict[str, Any]) -> int:
+    return sum(len(v) if isinstance(v, (list, dict)) else 1 for v in raw.values())
+
+
+def load_manifest(path: Path, roots: tuple[Path, ...] | None = None) -> Manifest:
+    """The manifest at `path`, read only if it is a regular file inside `roots` (default: its directory)."""
+    kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        text = path.read_text(encoding="utf-8")
-        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
-        reason = str(exc).splitlines()[0]
-        raise CorruptArtifact(path, f"manifest is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {reason}") from None
+        text = safe_io.read_text(path, MAX_MANIFEST_BYTES, "manifest", roots or (path.parent.resolve(),))
+        raw = safe_io.loads_json(text) if path.suffix == ".json" else safe_io.loads_yaml(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CorruptArtifact(path, f"manifest is not valid {kind}: {reason}") from None
+    except OSError as exc:  # RefusedFile included
+        raise CorruptArtifact(path, f"cannot read the manifest: {exc.strerror or exc}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise CorruptArtifact(path, "manifest must be a mapping of artifact kinds to paths")
+    problem = safe_io.check_tree(raw)
+    if problem:
+        raise CorruptArtifact(path, f"manifest {problem}")
+    entries = _entries(raw)
+    if entries > MAX_MANIFEST_ENTRIES:
+        raise CorruptArtifact(
+            path, f"manifest has {entries} entries; the limit is {MAX_MANIFEST_ENTRIES} (MAX_MANIFEST_ENTRIES)")
     try:
-        return Manifest(**raw)
+        return Manifest.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])

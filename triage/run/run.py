@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from triage.formats.slime_log import LogIndex
     from triage.formats.trainer_state import TrainerState
     from triage.metrics import Metrics
+    from triage.versions import RunVersions
 
 # What a probe may declare in `needs`, and how a user produces each.
 NEEDS_HELP: dict[str, str] = {
@@ -37,15 +38,39 @@ NEEDS_HELP: dict[str, str] = {
 class Run:
     """One job's artifacts. Properties parse on first use and keep the result."""
 
-    def __init__(self, ref: str, root: Path, manifest: Manifest, artifacts: Artifacts) -> None:
+    def __init__(self, ref: str, root: Path, manifest: Manifest, artifacts: Artifacts,
+                 allowed_roots: tuple[Path, ...] = ()) -> None:
         self.ref = ref
         self.root = root
+        # where the run's paths may lead: its directory, --allow-path, $TRIAGE_ALLOWED_ROOTS
+        self.allowed_roots: tuple[Path, ...] = allowed_roots or (root,)
+        # what was not followed or read, and why (discovery, the manifest, the run's arguments)
+        self.skipped: list[str] = artifacts.skipped
         self.manifest = manifest
         self.artifacts = artifacts
-        self.engines: list[str] = list(artifacts.engines)
+        # Engines the probes may contact: the user's (--engine) and the run's allow-listed ones, set by
+        # `triage.engines.consent.consent_engines`. The run's own list is only a list of addresses.
+        self.named_engines: list[str] = list(artifacts.engines)
+        self.engines: list[str] = []
+        self.engines_not_contacted: list[str] = list(self.named_engines)
         self.engine_writes_allowed = False  # engine probes send nothing that changes a live engine unless asked
+        # Whether a probe that declares `executes_run_code` may start the run's job (--allow-relaunch), the
+        # environment it adds to the relaunched job (the caller's, never the run's), how a refusal says to allow it
+        self.relaunch_allowed = False
+        self.relaunch_env: dict[str, str] = {}
+        self.relaunch_hint: str | None = None
+        self.notes: list[str] = []  # for the report: what the triage deliberately left alone
         self._rollout_dumps: dict[Path, RolloutDump] = {}
         self.status: str | None = manifest.status
+
+    def report_notes(self) -> list[str]:
+        """What the report says the triage left alone on purpose (engines it did not contact, ...)."""
+        out = list(self.notes)
+        if self.engines_not_contacted:
+            from triage.engines.consent import not_contacted_note
+
+            out.append(not_contacted_note(self.engines_not_contacted))
+        return out
 
     def __repr__(self) -> str:
         return f"Run({self.ref!r}, root={str(self.root)!r})"
@@ -75,14 +100,29 @@ class Run:
         return Metrics.from_run(self)
 
     @cached_property
+    def versions(self) -> RunVersions:
+        """The package versions the run names ({package: VersionRecord}; see triage/versions.py)."""
+        from triage.versions import read_versions
+
+        return read_versions(self)
+
+    @cached_property
     def framework(self) -> str:
         if self.manifest.framework:
             return self.manifest.framework
         if self.artifacts.trainer_states and not self.artifacts.logs:
             return "hf_trainer"
-        if self.artifacts.logs:
+        if self.artifacts.logs and self.log.framework != "unknown":
             return self.log.framework
-        return "unknown"
+        from triage.frameworks import framework_of_sources
+
+        return framework_of_sources(self) or ("hf_trainer" if self.artifacts.trainer_states else "unknown")
+
+    def needs_help(self, need: str) -> str:
+        """How to produce a missing artifact, worded for the run's framework (triage/frameworks/)."""
+        from triage.frameworks import needs_help
+
+        return needs_help(self.framework, need, NEEDS_HELP.get(need, "")) or ""
 
     def has(self, need: str) -> bool:
         """Whether the run has what a probe declares it needs."""
@@ -116,25 +156,51 @@ class Run:
         raise AssertionError(f"unknown need {need!r}")
 
     def resolve_path(self, value: Any) -> Path | None:
-        """A path from the run's arguments: as given if it exists, else relative to the run directory.
+        """A path from the run's arguments, if it exists inside the run directory or an allowed root.
 
-        Absolute paths from the cluster that do not exist here are looked up by their
-        trailing components under the run directory (`/mnt/ckpt/run7/actor` -> `<run>/actor`).
+        A relative path is taken relative to the run directory (never the working directory).
+        An absolute path is used where it exists inside the allowed roots; one from the cluster
+        that is not here, or not allowed, is looked up by its trailing components under the run
+        directory (`/mnt/ckpt/run7/actor` -> `<run>/actor`). A path that exists but resolves
+        outside the allowed roots (`../../x`, a symlink out) is never used, and is named in
+        `skipped`.
         """
-        if not value or not isinstance(value, str):
+        if not value or not isinstance(value, str) or "\x00" in value:
             return None
         p = Path(value)
-        if p.exists():
-            return p
         if not p.is_absolute():
-            q = self.root / p
-            return q if q.exists() else None
+            return self._confined(self.root / p, value)
+        found = self._confined(p, value)
+        if found is not None:
+            return found
         parts = p.parts[1:]
         for i in range(len(parts)):
-            q = self.root.joinpath(*parts[i:])
-            if q.exists():
+            q = self._confined(self.root.joinpath(*parts[i:]), value)
+            if q is not None:
                 return q
         return None
+
+    def _confined(self, path: Path, value: str) -> Path | None:
+        """`path` if it exists and resolves inside the allowed roots; a skip note if it exists outside."""
+        from triage import safe_io
+        from triage.errors import RefusedFile
+
+        try:
+            real = safe_io.resolve(path)
+        except FileNotFoundError:
+            return None
+        except (RefusedFile, OSError) as exc:
+            self._skip(f"argument path {value!r}: {getattr(exc, 'reason', None) or exc.strerror}: not used")
+            return None
+        reason = safe_io.why_refused(real, self.allowed_roots)
+        if reason is not None:
+            self._skip(f"argument path {value!r}: {reason}: not used")
+            return None
+        return path
+
+    def _skip(self, note: str) -> None:
+        if note not in self.skipped and len(self.skipped) < 50:
+            self.skipped.append(note)
 
     def rollout_dump(self, path: str | Path) -> RolloutDump:
         """A rollout dump, loaded safely once per triage however many probes read it."""

@@ -3,8 +3,8 @@
     POST /slack/commands        `/triage <run-id> [--active] [--force]`, signed by Slack; answered at once
     POST /slack/interactions    the report's buttons ("Run active probes"), signed by Slack
     POST /hooks/job-failed      {"run": ..., "job_id": ...}, HMAC-signed by a scheduler or CI
-    GET  /triages/{id}          the triage's state and its report (JSON)
-    GET  /triages/{id}/postmortem, /triages/{id}/files/{name}   the postmortem and its plots
+    GET  /triages/{id}          the triage's state and its report (JSON), with a signed link
+    GET  /triages/{id}/postmortem, /triages/{id}/files/{name}   the postmortem and its plots, likewise
     GET  /healthz, /metrics     liveness, and Prometheus text
 
 A request is checked (signature, size, allow-lists, run-id confinement), written to the
@@ -44,10 +44,13 @@ from triage.service.queue import WorkQueue
 from triage.service.security import (
     Access,
     Rejected,
+    SlackRateLimits,
     confine_run,
     read_body,
     signature_key,
+    signed_query,
     verify_hook,
+    verify_read,
     verify_slack,
 )
 from triage.service.slack import ACTIVE_ACTION, Lull, SlackPoster
@@ -56,7 +59,7 @@ from triage.service.store import DUPLICATE, JOINED, NEW, QUEUE_FULL, STORED, New
 log = structlog.get_logger("triage.service")
 
 USAGE = ("Usage: `/triage <run-id> [--active] [--force]` — the run-id is a run's name under the runs root; "
-         "`--active` also runs the GPU probes (for allowed users), `--force` triages again instead of "
+         "`--active` also runs the active probes (for allowed users), `--force` triages again instead of "
          "answering from the store.")
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.(png|md)$")
 
@@ -112,6 +115,7 @@ class Service:
         self._slack_client = slack_client
         self._postmortem_files = postmortem_files
         self.access = Access(config.allowed_teams, config.allowed_channels, config.active_users)
+        self.rates = SlackRateLimits(config.rate_user_per_min, config.rate_channel_per_min)
         self.lull = Lull(config.post_lull_s, config.post_max_defer_s)
         self.store: TriageStore
         self.queue: WorkQueue
@@ -177,6 +181,22 @@ class Service:
                  position=sub.position, active=new.active)
         self.wake()
         return sub
+
+    def signed_path(self, triage_id: str, suffix: str = "") -> str:
+        """`/triages/{id}{suffix}` with the signed, expiring query that lets its holder read it."""
+        query = signed_query(self.config.link_key, triage_id, self.config.link_ttl_s)
+        return f"/triages/{triage_id}{suffix}?{query}"
+
+    def authorize(self, request: Request, triage_id: str) -> Response | None:
+        """None when the request may read triage `triage_id`; else the short refusal to send."""
+        try:
+            verify_read(self.config.link_key, self.config.webhook_secret, triage_id, request.url.path,
+                        request.query_params, request.headers, self.config.max_clock_skew_s)
+        except Rejected as exc:
+            self.metrics.inc("triage_http_rejected_total", reason=exc.reason)
+            log.warning("read_refused", status=exc.status, reason=exc.reason)
+            return JSONResponse({"ok": False, "error": exc.message}, status_code=exc.status)
+        return None
 
     def refuse(self, source: str, reason: str) -> None:
         self.metrics.inc("triage_requests_total", source=source, outcome=f"refused_{reason}")
@@ -295,11 +315,15 @@ async def slash_command(request: Request) -> Response:
         svc.refuse("slack", "usage")
         return _ephemeral(str(exc))
     structlog.contextvars.bind_contextvars(run_id=ref)
+    limited = svc.rates.check(user, channel, "slack:" + signature_key(request.headers))
+    if limited is not None:
+        svc.refuse("slack", "rate_limited")
+        return _ephemeral(limited)
     note = ""
     if active and not svc.access.may_run_active(user):
         active = False
         svc.refuse("slack", "active_not_allowed")
-        note = " Active (GPU) probes are limited to allowed users: running the static triage."
+        note = " Active probes (those that relaunch the run's job) are limited to allowed users: running the static triage."
     try:
         run_dir = await svc.resolve(ref)
     except TriageError as exc:
@@ -332,8 +356,10 @@ async def interactions(request: Request) -> Response:
             raise ValueError("payload is not an object")
     except Rejected as exc:
         return svc.reject(exc)
+    except RecursionError:
+        return svc.reject(Rejected(400, "bad_request", "the interaction payload is nested too deeply"))
     except (UnicodeDecodeError, ValueError) as exc:
-        return svc.reject(Rejected(400, "bad_request", f"the interaction payload is not readable: {exc}"))
+        return svc.reject(Rejected(400, "bad_request", f"the interaction payload is not readable: {str(exc)[:200]}"))
     actions = payload.get("actions") or []
     action = actions[0] if actions and isinstance(actions[0], dict) else {}
     if payload.get("type") != "block_actions" or action.get("action_id") != ACTIVE_ACTION:
@@ -353,8 +379,12 @@ async def interactions(request: Request) -> Response:
         return tell("Sorry — triage requests are not enabled here.")
     if not svc.access.may_run_active(user):
         svc.refuse("button", "active_not_allowed")
-        return tell("Sorry — active (GPU) probes can only be run by the users allowed to run them. "
+        return tell("Sorry — active probes can only be run by the users allowed to run them. "
                     "Ask one of them, or an admin to add you.")
+    limited = svc.rates.check(user, channel, "button:" + signature_key(request.headers))
+    if limited is not None:
+        svc.refuse("button", "rate_limited")
+        return tell(limited)
     try:
         ref = str(json.loads(action.get("value") or "{}").get("run") or "")
     except (ValueError, AttributeError):
@@ -387,8 +417,10 @@ async def job_failed(request: Request) -> Response:
             raise ValueError('the body must be a JSON object with a "run" string')
     except Rejected as exc:
         return svc.reject(exc)
+    except RecursionError:
+        return svc.reject(Rejected(400, "bad_request", "unreadable hook body: nested too deeply"))
     except (UnicodeDecodeError, ValueError) as exc:
-        return svc.reject(Rejected(400, "bad_request", f"unreadable hook body: {exc}"))
+        return svc.reject(Rejected(400, "bad_request", f"unreadable hook body: {str(exc)[:200]}"))
     ref = data["run"]
     structlog.contextvars.bind_contextvars(run_id=ref, job_id=data.get("job_id"))
     channel = data.get("channel") or cfg.hook_channel
@@ -414,7 +446,7 @@ async def job_failed(request: Request) -> Response:
                             headers={"Retry-After": "60"})
     return JSONResponse({
         "ok": True, "request_id": sub.request_id, "triage_id": sub.triage.id, "outcome": sub.outcome,
-        "state": sub.triage.state, "position": sub.position, "url": f"/triages/{sub.triage.id}",
+        "state": sub.triage.state, "position": sub.position, "url": svc.signed_path(sub.triage.id),
     }, status_code=202)
 
 
@@ -431,6 +463,9 @@ def _triage_json(svc: Service, t: TriageRow) -> dict[str, Any]:
 
 async def get_triage(request: Request) -> Response:
     svc: Service = request.app.state.service
+    refused = svc.authorize(request, request.path_params["triage_id"])
+    if refused is not None:
+        return refused
     t = await run_in_threadpool(svc.store.triage, request.path_params["triage_id"])
     if t is None:
         return JSONResponse({"ok": False, "error": "no such triage"}, status_code=404)
@@ -439,6 +474,9 @@ async def get_triage(request: Request) -> Response:
 
 async def get_postmortem(request: Request) -> Response:
     svc: Service = request.app.state.service
+    refused = svc.authorize(request, request.path_params["triage_id"])
+    if refused is not None:
+        return refused
     t = await run_in_threadpool(svc.store.triage, request.path_params["triage_id"])
     if t is None or t.report is None:
         return PlainTextResponse("no finished triage with that id\n", status_code=404)
@@ -454,6 +492,9 @@ async def get_file(request: Request) -> Response:
     svc: Service = request.app.state.service
     name = request.path_params["name"]
     triage_id = request.path_params["triage_id"]
+    refused = svc.authorize(request, triage_id)
+    if refused is not None:
+        return refused
     if not FILE_NAME.match(name) or not re.fullmatch(r"[0-9a-f]{16}", triage_id):
         return PlainTextResponse("not found\n", status_code=404)
     path = svc.postmortem_dir(triage_id) / name

@@ -1,7 +1,7 @@
 """`triage serve`: the Slack bot and failed-job webhook service, run with uvicorn.
 
 Secrets come from the environment only (flags show up in `ps`): SLACK_SIGNING_SECRET,
-SLACK_BOT_TOKEN, TRIAGE_WEBHOOK_SECRET. Everything else may be a flag or its variable
+SLACK_BOT_TOKEN, TRIAGE_WEBHOOK_SECRET, TRIAGE_LINK_SECRET. Everything else may be a flag or its variable
 (see `triage.service.config`).
 """
 
@@ -50,6 +50,11 @@ def config_from_args(ns: argparse.Namespace) -> ServiceConfig:
         "workers": ns.workers,
         "playbooks": getattr(ns, "playbooks", None),
         "triage_fn": _load_function(ns.triage_function) if ns.triage_function else None,
+        "allow_relaunch": True if ns.allow_relaunch else None,
+        "engine_allow": ns.engine_allow,
+        "link_ttl_s": ns.link_ttl,
+        "rate_user_per_min": ns.rate_user,
+        "rate_channel_per_min": ns.rate_channel,
     }
     if ns.runs_root:
         overrides["runs_roots"] = tuple(Path(p) for p in ns.runs_root)
@@ -116,6 +121,17 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="per triage; past it the report is partial (default 300)")
     p.add_argument("--workers", choices=("process", "thread"), default=None,
                    help="run triages in worker processes (default; a stuck probe can be stopped) or in threads")
+    p.add_argument("--allow-relaunch", action="store_true",
+                   help="let an allowed user's active triage relaunch the run's job (default: $TRIAGE_ALLOW_RELAUNCH, "
+                        "else never)")
+    p.add_argument("--engine-allow", action="append", default=None, metavar="HOST:PORT",
+                   help="an engine address a run may name and have contacted (repeatable; default $TRIAGE_ENGINE_ALLOW)")
+    p.add_argument("--link-ttl", type=int, default=None, metavar="SECONDS",
+                   help="how long the signed report links in Slack stay valid (default: $TRIAGE_LINK_TTL or 7 days)")
+    p.add_argument("--rate-user", type=int, default=None, metavar="N",
+                   help="triage requests per Slack user per minute (default: $TRIAGE_RATE_USER or 6; 0: no limit)")
+    p.add_argument("--rate-channel", type=int, default=None, metavar="N",
+                   help="triage requests per channel per minute (default: $TRIAGE_RATE_CHANNEL or 20; 0: no limit)")
     p.add_argument("--triage-function", default=None, metavar="MODULE:FUNCTION",
                    help="a function with triage.api.triage's signature to run instead (default: triage.api:triage)")
     p.set_defaults(func=_cmd_serve)

@@ -33,7 +33,7 @@ from triage.errors import TriageError
 from triage.executor import Executor, LocalExecutor
 from triage.finding import UNAVAILABLE, Finding, Missing
 from triage.graph import DEFAULT_DIR, DecisionGraph, Node, load_graph
-from triage.probe import Cost, Probe
+from triage.probe import Probe
 from triage.report import NotChecked, Report, RootCause, RunInfo, Step
 from triage.run import open_run
 from triage.run.run import Run
@@ -44,7 +44,6 @@ from triage.service.worker import CRASHED, DONE, FINDING, PROBE, REFUSED, Job, N
 
 log = structlog.get_logger("triage.service.queue")
 
-ACTIVE_COSTS = (Cost.GPU,)
 
 
 def _fmt_s(seconds: float) -> str:
@@ -88,12 +87,19 @@ class BudgetExecutor:
     """
 
     def __init__(self, inner: Executor, *, run_ref: str, active: bool, budget_s: float,
+                 relaunch_configured: bool = False, engine_allow: frozenset[str] = frozenset(),
                  previous: Mapping[str, str] | None = None,
                  on_start: Callable[[NodeInfo], None] | None = None,
                  on_finding: Callable[[NodeInfo, Finding, bool], None] | None = None) -> None:
         self.inner = inner
         self.run_ref = run_ref
         self.active = active
+        # The run's job is relaunched only when the service is configured for it AND an allowed user asked for
+        # the active probes on this triage; engines the run names are contacted only on the service's allow-list.
+        self.relaunch_configured = relaunch_configured
+        self.relaunch = bool(active and relaunch_configured)
+        self.engine_allow = frozenset(engine_allow)
+        self._consented: set[int] = set()
         self.budget_s = budget_s
         self.deadline = time.monotonic() + budget_s
         self.previous = dict(previous or {})
@@ -118,11 +124,7 @@ class BudgetExecutor:
             self.reused += 1
             return Finding.model_validate_json(stored), False
         base = {"node": node.id, "probe": probe_cls.name}
-        if probe_cls.cost in ACTIVE_COSTS and not self.active:
-            reason = "an active (GPU) probe: a static triage does not run it"
-            return Finding(**base, outcome=UNAVAILABLE, summary=reason, missing=Missing(
-                artifact="active", reason=reason,
-                command=f"press 'Run active probes' in Slack, or /triage {self.run_ref} --active")), False
+        self._consent(run)
         if time.monotonic() >= self.deadline:
             self.skipped_for_budget.append(node.id)
             reason = f"not run: the triage's time budget of {_fmt_s(self.budget_s)} ran out"
@@ -136,6 +138,23 @@ class BudgetExecutor:
         finally:
             self.running = None
         return finding, True
+
+
+    def _consent(self, run: Run) -> None:
+        """What this triage may do beyond reading the run: set once per run, from the service's consent only."""
+        if id(run) in self._consented:
+            return
+        self._consented.add(id(run))
+        from triage.engines.consent import consent_engines
+
+        consent_engines(run, self.engine_allow)
+        run.engine_writes_allowed = False
+        run.relaunch_allowed = self.relaunch
+        if not self.relaunch_configured:
+            run.relaunch_hint = "this service is not configured to relaunch jobs (TRIAGE_ALLOW_RELAUNCH)"
+        else:
+            run.relaunch_hint = (f"an allowed user can press 'Run active probes' in Slack, or ask "
+                                 f"/triage {self.run_ref} --active")
 
 
 def mark_partial(report: Report, note: str) -> Report:
@@ -299,6 +318,7 @@ class WorkQueue:
     def _in_thread(self, job: TriageRow, previous: dict[str, str]) -> Attempt:
         cfg = self.config
         executor = BudgetExecutor(LocalExecutor(), run_ref=job.run_ref, active=job.active, budget_s=cfg.time_budget_s,
+                                  relaunch_configured=cfg.allow_relaunch, engine_allow=cfg.engine_allow,
                                   previous=previous, on_finding=self._record(job))
         box: dict[str, Any] = {}
         context = structlog.contextvars.get_contextvars()
@@ -334,7 +354,8 @@ class WorkQueue:
         worker.send(Job(
             triage_id=job.id, attempt=job.attempt, run_ref=job.run_ref, active=job.active, budget_s=cfg.time_budget_s,
             runs_root=cfg.runs_root_arg, playbooks=str(cfg.playbooks) if cfg.playbooks else None, previous=previous,
-            context=structlog.contextvars.get_contextvars(),
+            context=structlog.contextvars.get_contextvars(), relaunch_configured=cfg.allow_relaunch,
+            engine_allow=tuple(sorted(cfg.engine_allow)),
         ))
         deadline = time.monotonic() + cfg.time_budget_s + cfg.grace
         while True:

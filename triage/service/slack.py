@@ -59,7 +59,13 @@ def _mrkdwn(text: str, limit: int = SECTION_MAX) -> dict[str, str]:
 
 
 def postmortem_url(config: ServiceConfig, triage_id: str) -> str | None:
-    return f"{config.public_url.rstrip('/')}/triages/{triage_id}/postmortem" if config.public_url else None
+    """The postmortem's link as Slack users open it: signed, and valid for `link_ttl_s`."""
+    if not config.public_url:
+        return None
+    from triage.service.security import signed_query
+
+    query = signed_query(config.link_key, triage_id, config.link_ttl_s)
+    return f"{config.public_url.rstrip('/')}/triages/{triage_id}/postmortem?{query}"
 
 
 def report_blocks(report: Report, *, triage_id: str, run_ref: str, postmortem_link: str | None = None,
@@ -80,6 +86,11 @@ def report_blocks(report: Report, *, triage_id: str, run_ref: str, postmortem_li
     if evidence:
         lines = "\n".join(f"• {escape(_cut(line, 900))}" for line in evidence)
         blocks.append({"type": "section", "text": _mrkdwn(f"*Key evidence*\n{lines}")})
+    if report.candidates:
+        from triage.render.coverage import candidate_lines
+
+        ranked = "\n".join(escape(_cut(line, 600)) for line in candidate_lines(report)[:3])
+        blocks.append({"type": "section", "text": _mrkdwn(f"*Candidates*\n{ranked}")})
     remedy = f"*Remedy*\n{escape(rc.remedy)}"
     if rc.flags:
         remedy += "\n" + " ".join(f"`{escape(f)}`" for f in rc.flags)
@@ -97,6 +108,11 @@ def report_blocks(report: Report, *, triage_id: str, run_ref: str, postmortem_li
                         "text": {"type": "plain_text", "text": "Full postmortem"}})
     if buttons:
         blocks.append({"type": "actions", "block_id": "triage_actions", "elements": buttons})
+    cov = report.coverage
+    read = f"{cov.checks_ran} of {len(cov.checks)} checks ran · {sum(int(m.get('records', 0)) for m in cov.metrics.values())} metric records"
+    if cov.not_understood:
+        read += f" · not understood: {escape(_cut(cov.not_understood[0], 200))}"
+    blocks.append({"type": "context", "elements": [_mrkdwn(f"*Coverage* {read}", FIELD_MAX)]})
     footer = f"triage `{triage_id}` · {len(report.path)} step(s) · {report.duration_s:.1f} s"
     if not postmortem_link:
         footer += f" · postmortem: `triage postmortem {escape(run_ref)} -o postmortem.md`"

@@ -66,6 +66,8 @@ class Job:
     playbooks: str | None
     previous: dict[str, str] = field(default_factory=dict)  # node -> finding JSON from an earlier attempt
     context: dict[str, Any] = field(default_factory=dict)  # log context: request_id, run_id, triage_id
+    relaunch_configured: bool = False  # the service may relaunch a run's job (only on an active triage)
+    engine_allow: tuple[str, ...] = ()  # host:port of the engines a run may name and have contacted
 
 
 class WorkerDied(Exception):
@@ -116,6 +118,7 @@ def child_main(conn: Connection, fn: Callable[..., Any], playbooks: str | None, 
         structlog.contextvars.bind_contextvars(**job.context)
         executor = BudgetExecutor(
             LocalExecutor(), run_ref=job.run_ref, active=job.active, budget_s=job.budget_s, previous=job.previous,
+            relaunch_configured=job.relaunch_configured, engine_allow=frozenset(job.engine_allow),
             on_start=lambda node: conn.send((PROBE, node)),
             on_finding=lambda node, finding, fresh: conn.send((FINDING, node, finding.model_dump_json(), fresh)),
         )

@@ -235,15 +235,19 @@ def generate(name: str, out_dir: Path | str | None = None, force: bool = False) 
     return dest
 
 
-def job_environment(run_dir: Path | str) -> dict[str, Any]:
-    """How to relaunch a generated run's job (as a probe drives slime): argv, cwd and environment.
+def job_environment(name: str) -> dict[str, str]:
+    """The environment scenario `name`'s job ran in, from its definition here: what a relaunch of it gets.
 
-    The job's environment is the testbed's "installed code": it plants the scenario's fault
-    again, as rerunning a real job in the same container would hit the same bug.
+    The testbed's "installed code" is its environment (the fault it plants, the cluster's size):
+    a relaunched job must hit the same bug, as rerunning a real job in the same container
+    would. It comes from the scenario's definition, never from the run directory
+    (`.testbed/scenario.json` only records how the run was made, for the benchmark).
     """
-    meta = json.loads((Path(run_dir) / META_DIR / "scenario.json").read_text())
-    argv = [a for a in meta["argv"]]
-    return {"argv": ["-m", "triage.testbed.train", *argv], "cwd": str(Path(run_dir)), "env": dict(meta["env"])}
+    scenario = SCENARIOS[name]
+    env = dict(scenario.env)
+    if scenario.fault:
+        env["TRIAGE_TESTBED_FAULT"] = scenario.fault
+    return env
 
 
 def scenario_meta(run_dir: Path | str) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from typing import Any
 
 import torch
 
+from triage import safe_io
 from triage.errors import BadInput, CorruptArtifact, UnsafeArtifact
 from triage.weights.convert import canonical_name, merge_tp_shards
 
@@ -61,6 +62,7 @@ MP_RANK = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?(?:_(\d{3}))?$")
 LEGACY_FILES = ("model_optim_rng.pt", "model_rng.pt")
 MAX_METADATA_BYTES = 1 << 30
 MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
+MAX_INDEX_BYTES = 64 * 1024 * 1024  # model.safetensors.index.json: a weight_map of a few hundred KB in real models
 MAPPED_WINDOW = 64 * 1024 * 1024  # close a safetensors handle once this much was mapped through it
 PREFETCH_BYTES = 256 * 1024 * 1024
 NON_MODEL = re.compile(r"(^|\.)(optimizer|rng_state|rerun_state_machine)|_extra_state|(^|\.)_state")
@@ -146,7 +148,7 @@ def advise_willneed(path: str | Path, offset: int, length: int) -> None:
     if not hasattr(os, "posix_fadvise") or length <= 0:
         return
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the hint
     except OSError:
         return
     try:
@@ -243,6 +245,7 @@ def safe_torch_load(path: Path, mmap_: bool = True) -> Any:
     """torch.load(weights_only=True) admitting argparse.Namespace, numpy arrays and inert Megatron enums."""
     allowed: list[Any] = [argparse.Namespace, *_numpy_array_globals()]
     allowed += [(_MegatronValue, name) for name in _MEGATRON_ARG_CLASSES]
+    safe_io.regular_file(path)  # RefusedFile: a FIFO or device, a /proc file, a path outside the run
     try:
         with torch.serialization.safe_globals(allowed):
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap_ and _is_zip(path))
@@ -252,14 +255,14 @@ def safe_torch_load(path: Path, mmap_: bool = True) -> Any:
             raise UnsafeArtifact(path, f"needs class {m.group(1)} to unpickle; only tensors, "
                                        "argparse.Namespace and numpy arrays are loaded") from None
         raise CorruptArtifact(path, f"not a readable torch checkpoint: {_first_line(exc)}") from None
-    except (RuntimeError, EOFError, ValueError, OSError, struct.error) as exc:
+    except (RuntimeError, EOFError, ValueError, OSError, struct.error, OverflowError) as exc:
         raise CorruptArtifact(path, f"truncated or corrupt torch checkpoint: {_first_line(exc)}") from None
 
 
 def _is_zip(path: Path) -> bool:
     """torch.load can memory-map only the zip format (torch >= 1.6); older files load whole."""
     try:
-        with open(path, "rb") as fh:
+        with safe_io.open_regular(path) as fh:
             return fh.read(2) == b"PK"
     except OSError:
         return False
@@ -286,7 +289,10 @@ def resolve_iteration_dir(root: Path, iteration: int | None = None) -> tuple[Pat
         return d, iteration, False
     tracker = root / TRACKER
     if tracker.is_file():
-        text = tracker.read_text(encoding="utf-8", errors="replace").strip()[:64]
+        try:
+            text = safe_io.read_bytes(tracker, 4096, TRACKER).decode("utf-8", "replace").strip()[:64]
+        except OSError as exc:  # RefusedFile too
+            raise CorruptArtifact(tracker, f"cannot read: {exc.strerror or exc}") from None
         if text == "release":
             d = root / "release"
             if not d.is_dir():
@@ -319,15 +325,15 @@ def _iteration_names(root: Path) -> list[str]:
 def read_safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
     """(data start offset, header) of a safetensors file, checked against the file's size."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
+        with safe_io.open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(8)
             if len(head) < 8:
                 raise CorruptArtifact(path, f"truncated: {size} bytes, not even a safetensors header")
             (n,) = struct.unpack("<Q", head)
             if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
                 raise CorruptArtifact(path, f"truncated or not safetensors: header claims {n} bytes, file has {size}")
-            header = json.loads(fh.read(n))
+            header = safe_io.loads_json(fh.read(n))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptArtifact(path, f"safetensors header is not valid JSON: {_first_line(exc)}") from None
     except OSError as exc:
@@ -341,7 +347,8 @@ def read_safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
             continue
         offsets = v.get("data_offsets") if isinstance(v, dict) else None
         if (not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(x, int) for x in offsets)
-                or not isinstance(v.get("shape"), list) or not 0 <= offsets[0] <= offsets[1]):
+                or not isinstance(v.get("shape"), list) or not all(type(x) is int and x >= 0 for x in v["shape"])
+                or not 0 <= offsets[0] <= offsets[1]):
             raise CorruptArtifact(path, f"safetensors header entry {name!r} has no valid shape / data_offsets")
         end = max(end, offsets[1])
     if data_start + end > size:
@@ -416,8 +423,8 @@ class SafetensorsReader(WeightsReader):
         index = path / "model.safetensors.index.json"
         if index.is_file():
             try:
-                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                weight_map = safe_io.loads_json(safe_io.read_text(index, MAX_INDEX_BYTES, index.name))["weight_map"]
+            except (KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
                 raise CorruptArtifact(index, f"no usable weight_map: {_first_line(exc)}") from None
             files = sorted({path / f for f in weight_map.values()})
             missing = [f.name for f in files if not f.is_file()]
@@ -446,6 +453,7 @@ class SafetensorsReader(WeightsReader):
 
         if self._handle_file != file or self._mapped >= MAPPED_WINDOW:
             self.close()
+            safe_io.regular_file(file)  # safetensors opens by name: a FIFO would block it
             try:
                 self._handle = safe_open(file, framework="pt", device="cpu")
             except (SafetensorError, OSError) as exc:
@@ -613,7 +621,7 @@ def read_dcp_metadata(path: Path) -> Any:
     if size == 0 or size > MAX_METADATA_BYTES:
         raise CorruptArtifact(path, f"{size} bytes: empty or implausibly large")
     try:
-        with open(path, "rb") as fh:
+        with safe_io.open_regular(path) as fh:
             md = _DcpMetadataUnpickler(fh, path).load()
     except (UnsafeArtifact, CorruptArtifact):
         raise
@@ -860,7 +868,7 @@ class TorchDistReader(WeightsReader):
 
     def _map(self, file: str) -> mmap.mmap:
         if file not in self._maps:
-            with open(file, "rb") as fh:
+            with safe_io.open_regular(file) as fh:
                 self._maps[file] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)  # private: never writes back
         return self._maps[file]
 
@@ -870,7 +878,7 @@ class TorchDistReader(WeightsReader):
         DCP writes each chunk as a torch.save zip record; its data entry holds the raw
         bytes. Mapping them avoids a copy and a fresh allocation per chunk.
         """
-        with open(c.file, "rb", buffering=0) as fh:
+        with safe_io.open_regular(c.file, buffering=0) as fh:
             raw = io.BufferedReader(_FileSlice(fh, c.offset, c.length), 64 * 1024)
             entries = _record_entries(raw)
             if not entries:
@@ -920,7 +928,7 @@ class TorchDistReader(WeightsReader):
         try:
             t = self._view_chunk(c, fqn)
             if t is None:
-                with open(c.file, "rb", buffering=0) as fh:
+                with safe_io.open_regular(c.file, buffering=0) as fh:
                     fh.seek(c.offset)
                     magic = fh.read(2)
                     if magic == b"PK":  # a torch.save record (DCP's default serialization)

@@ -1,0 +1,235 @@
+"""Where an unrecognised crash happened: the first error of the causal chain, located.
+
+When no known error explains a crash, an engineer reading the log still says which
+component died, on which rank and node, with which exception, in which frame of the
+framework's (or the user's) code, and at which step. This probe does the same from the
+log's tracebacks (`triage/formats/tracebacks.py`):
+
+- the first exception of the causal chain: through Ray's `RayTaskError(...)` envelope,
+  Python's chained blocks and the rank-prefixed copies;
+- the first error in log order decides, not the last: errors that report another
+  process's failure (NCCL timeouts and aborts, Ray's `ActorDiedError`, torchrun's
+  `ChildFailedError`, a `KeyboardInterrupt` or SIGTERM handler) are a cascade and decide
+  only when nothing else crashed;
+- copies on many ranks are one finding with a count (Sentry-style grouping);
+- the component, from the printing actor's name and the frames' files: trainer,
+  inference engine, rollout manager / driver, Ray, data loading, reward function.
+
+`located` when a traceback (or, lacking any, a fatal line) was found; `not_located` when
+the log holds none.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from probes.error_signatures import CONSEQUENCE_LINE, node_of, quote, rank_of, scan, short
+from triage.finding import Observation
+from triage.formats.tracebacks import (
+    Chain,
+    ChainGroup,
+    Frame,
+    first_app_frame,
+    in_app,
+    package_of,
+    read_tracebacks,
+)
+from triage.probe import Cost, Probe
+
+if TYPE_CHECKING:
+    from triage.run.run import Run
+
+# Errors that report another process's failure rather than a cause of their own.
+CASCADE_TYPES = re.compile(
+    r"^(?:DistBackendError|DistStoreError|DistNetworkError|ActorDiedError|RayActorError|ActorUnavailableError|"
+    r"WorkerCrashedError|OwnerDiedError|ChildFailedError|KeyboardInterrupt|SignalException|SystemExit|"
+    r"GetTimeoutError|CancelledError)$"
+)
+CASCADE_TEXT = re.compile(
+    r"NCCL communicator was aborted|Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out"
+    r"|Some NCCL operations have failed or timed out|NCCL (?:error|timeout)|ncclRemoteError|Connection closed by peer"
+    r"|The actor died|actor died unexpectedly|Socket Timeout|Broken pipe"
+)
+
+REWARD = re.compile(r"reward|rm_hub|compute_score|verif(?:y|ier)|grader|math_equal|judge", re.I)
+DATA = re.compile(r"dataset|dataloader|data_loader|[/\\]data(?:_utils)?[/\\]|[/\\]data\.py$|__getitem__|collate", re.I)
+DATA_PACKAGES = ("datasets", "pyarrow", "pandas")
+ENGINE_ACTOR = re.compile(
+    r"SGLang|Sglang|sglang|vLLM|VLLM|vllm|LLMRayActor|EngineCore|Scheduler|TpModelWorker|DetokenizerManager|"
+    r"RolloutServer|InferenceEngine|LLMServer", re.I
+)
+ENGINE_PACKAGES = ("sglang", "vllm")
+TRAIN_ACTOR = re.compile(
+    r"Train|WorkerDict|ActorRolloutRef|ActorWorker|CriticWorker|RefWorker|PolicyModel|ReferenceModel|CriticModel|"
+    r"RewardModel|Megatron|FSDP|DeepSpeed|Learner", re.I
+)
+TRAIN_PACKAGES = ("megatron.core", "megatron", "deepspeed", "transformer_engine", "apex", "accelerate")
+DRIVER_ACTOR = re.compile(r"RolloutManager|RolloutController|TaskRunner|Driver|Coordinator|Orchestrator", re.I)
+RAY_ACTOR = re.compile(r"^(?:raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)$")
+TRAIN_FILE = re.compile(r"(?:^|[/\\])(?:train(?:er|ing)?(?:_\w+)?|actor|loss|model|megatron_utils|fsdp_utils)[/\\.]", re.I)
+
+
+def _app_frames(chain: Chain) -> list[Frame]:
+    return [f for f in chain.root.frames if in_app(f)]
+
+
+def component_of(chain: Chain) -> tuple[str, str]:
+    """(component, why): decided from the actor that raised the root error and the frames' files."""
+    root = chain.root
+    proc = chain.process
+    actor = proc.actor or chain.origin.actor or ""
+    frames = root.frames
+    app = _app_frames(chain)
+    packages = {package_of(f.file) for f in frames}
+    hit = next((f for f in reversed(app) if REWARD.search(f.file) or REWARD.search(f.function)), None)
+    if hit is not None:
+        return "reward function", f"frame {hit} is reward code"
+    if any(p in DATA_PACKAGES for p in packages) or any("torch/utils/data" in f.file for f in frames) \
+            or "DataLoader worker" in root.message:
+        return "data loading", "the error was raised in the data-loading path (DataLoader / datasets frames)"
+    hit = next((f for f in reversed(app) if DATA.search(f.file) or DATA.search(f.function)), None)
+    if hit is not None and not any(p in ENGINE_PACKAGES for p in packages):
+        return "data loading", f"frame {hit} is data-loading code"
+    if ENGINE_ACTOR.search(actor):
+        return "inference engine", f"raised in actor {actor}"
+    if any(p in ENGINE_PACKAGES for p in packages):
+        pkg = next(p for p in packages if p in ENGINE_PACKAGES)
+        return "inference engine", f"raised in {pkg} frames"
+    if RAY_ACTOR.match(actor) or root.type and root.type.startswith("ray.exceptions.") and not root.is_wrapper:
+        return "Ray", f"a Ray error ({root.type})" if root.type else f"printed by {actor}"
+    if frames and all(package_of(f.file) in ("ray", "python") for f in frames) and packages & {"ray"}:
+        return "Ray", "every frame is Ray's own code"
+    if TRAIN_ACTOR.search(actor):
+        return "trainer", f"raised in actor {actor}"
+    if DRIVER_ACTOR.search(actor):
+        return "rollout manager / driver", f"raised in actor {actor}"
+    if proc.rank is not None or chain.origin.rank is not None:
+        return "trainer", "printed by a torch rank (rank-prefixed lines)"
+    if any(p in TRAIN_PACKAGES for p in packages) or any(TRAIN_FILE.search(f.file) for f in app[-3:]):
+        return "trainer", "training frames (Megatron / DeepSpeed / the trainer's files)"
+    return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
+
+
+def _is_cascade(chain: Chain) -> bool:
+    root = chain.root
+    return bool(CASCADE_TYPES.match(root.short_type) or CASCADE_TEXT.search(root.message) or root.is_wrapper)
+
+
+def _order(run: Run, chain: Chain) -> tuple[int, int]:
+    files = [str(p) for p in run.artifacts.logs]
+    pos = files.index(chain.path) if chain.path in files else len(files)
+    return pos, chain.root.line_no
+
+
+def _group_evidence(g: ChainGroup) -> dict[str, Any]:
+    root = g.first.root
+    return {
+        "exception": f"{root.type}: {short(root.message, 200)}" if root.message else root.type,
+        "first_where": g.first.where,
+        "count": g.count,
+        "processes": len(g.processes),
+    }
+
+
+class CrashLocation(Probe):
+    """Where an unrecognised crash happened: first exception, component, rank, node, frame, step, count."""
+
+    name = "crash_location"
+    outcomes = ("located", "not_located")
+    needs = ("log",)
+    cost = Cost.STATIC
+
+    def examine(self, run: Run) -> Observation:
+        reader = read_tracebacks(list(run.artifacts.logs))
+        groups = sorted(reader.groups.values(), key=lambda g: _order(run, g.first))
+        base: dict[str, Any] = {"tracebacks": reader.chains, "distinct_errors": len(groups)}
+        if not groups:
+            return self._fatal_line_only(run, base)
+        causes = [g for g in groups if not _is_cascade(g.first)]
+        chosen = causes[0] if causes else groups[0]
+        hidden = [_group_evidence(g) for g in groups if g is not chosen and _order(run, g.first) > _order(run, chosen.first)
+                  and _is_cascade(g.first)]
+        chain = chosen.first
+        root = chain.root
+        proc = chain.process
+        frame = first_app_frame(root)
+        component, why = component_of(chain)
+        rank = proc.rank if proc.rank is not None else chain.origin.rank
+        node = proc.ip or chain.origin.ip
+        ranks_hit = len(chosen.processes)
+        exc = f"{root.type}: {root.message}" if root.message else (root.type or "a traceback cut before its exception")
+        evidence: dict[str, Any] = {
+            "exception": short(exc, 300),
+            "exception_type": root.type,
+            "where": chain.where,
+            "traceback_starts": f"{chain.path}:{chain.start_line}",
+            "component": component,
+            "component_reason": why,
+            "actor": proc.actor or chain.origin.actor,
+            "pid": proc.pid,
+            "rank": rank,
+            "node": node,
+            "frame": str(frame) if frame else None,
+            "frame_package": (package_of(frame.file) or "user code") if frame else None,
+            "innermost_frame": str(root.frames[-1]) if root.frames else None,
+            "chain": [{"type": b.type, "link": b.link, "line": b.line_no} for b in chain.blocks],
+            "step": chain.last_step,
+            "rollout": chain.last_rollout,
+            "count": chosen.count,
+            "ranks_hit": ranks_hit,
+            "ranks": sorted(chosen.ranks)[:64],
+            "nodes": sorted(chosen.nodes)[:16],
+            "last_where": chosen.last_where,
+            "signature": chosen.signature,
+            "cascade_after": hidden[:5],
+            "other_errors": [_group_evidence(g) for g in groups if g is not chosen and not _is_cascade(g.first)][:5],
+            "rule": "the first error in log order decides; NCCL timeouts, actor deaths and launcher summaries decide only when nothing else crashed",
+            **base,
+        }
+        who = ", ".join(x for x in (f"rank {rank}" if rank is not None else None, f"node {node}" if node else None,
+                                    proc.actor or chain.origin.actor) if x)
+        when = (f"step {chain.last_step}" if chain.last_step is not None else
+                f"rollout {chain.last_rollout}" if chain.last_rollout is not None else "before the first step record")
+        if chain.last_step is not None and chain.last_rollout is not None:
+            when = f"after step {chain.last_step} / rollout {chain.last_rollout}"
+        copies = f"; {ranks_hit} processes hit the same error" if ranks_hit > 1 else ""
+        hidden_note = f"; {len(hidden)} later error kind(s) are its cascade" if hidden else ""
+        summary = (
+            f"The {component} crashed on `{short(exc, 140)}` at {chain.where}"
+            + (f" ({who})" if who else "")
+            + (f", in {frame.function} ({frame.file}:{frame.line})" if frame else "")
+            + f", {when}{copies}{hidden_note}."
+        )
+        confidence = 0.8 if root.type and not _is_cascade(chain) else 0.6
+        return self.observe("located", summary, confidence, **evidence)
+
+    def _fatal_line_only(self, run: Run, base: dict[str, Any]) -> Observation:
+        fatal = [f for f in scan(run.log).fatal_lines if not CONSEQUENCE_LINE.search(f[0].text)]
+        if not fatal:
+            return self.observe(
+                "not_located",
+                "No traceback and no fatal error line in the log: the crash cannot be located from it.",
+                0.6,
+                log_files=len(run.artifacts.logs),
+                **base,
+            )
+        line, _order_, frames = min(fatal, key=lambda f: f[1])
+        rank, node = rank_of(line), node_of(line)
+        return self.observe(
+            "located",
+            f"The job stopped on `{short(line.text, 140)}` at {line.where()}"
+            + (f" on {line.source}" if line.source else "") + " (no traceback printed with it).",
+            0.6,
+            exception=short(line.text, 300),
+            where=line.where(),
+            line=quote(line),
+            component="unknown",
+            component_reason="no traceback: only the error line",
+            rank=rank,
+            node=node,
+            frame=frames[-1] if frames else None,
+            count=len(fatal),
+            ranks_hit=len({f[0].source for f in fatal}) or 1,
+            **base,
+        )

@@ -1,0 +1,250 @@
+"""crash_location: an unrecognised crash located — first exception, component, rank, node, frame, step, count.
+
+The logs below are shaped as the frameworks print them: Ray's actor prefixes and its
+`RayTaskError(...)` envelope (ray-project/ray python/ray/exceptions.py, RayTaskError.__str__),
+torchrun's `[rankN]:` prefixes (torch/distributed/elastic), slime's `[Rank N] Memory-Usage`
+lines (THUDM/slime slime/utils/memory_utils.py) and `step N: {...}` records, SGLang's
+`Scheduler hit an exception:` (sgl-project/sglang python/sglang/srt/managers/scheduler.py),
+verl's TaskRunner and `step:N - ` records (verl-project/verl verl/trainer/main_ppo.py,
+verl/utils/tracking.py). None of the errors is one the signature table names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probes.crash_location import CrashLocation
+from probes.error_signatures import ErrorSignatures
+from triage.formats.tracebacks import normalise, read_text
+from triage.run import open_run
+
+TRAIN = "MegatronTrainRayActor pid=2236, ip=10.0.0.11"
+
+SLIME_HEAD = f"""\
+[2026-08-01 10:00:00] train.py:41 - Start training
+({TRAIN}) [2026-08-01 10:02:00] memory_utils.py:49 - [Rank 2] Memory-Usage after wake_up model: {{'gpu': '0', 'total_GB': 79.11, 'free_GB': 30.1, 'used_GB': 49.01}}
+({TRAIN}) [2026-08-01 10:03:00] model.py:918 - step 4: {{'train/loss': 0.012, 'train/grad_norm': 0.41}}
+({TRAIN}) [2026-08-01 10:05:00] model.py:918 - step 5: {{'train/loss': 0.011, 'train/grad_norm': 0.39}}
+"""
+
+TRAINER = SLIME_HEAD + f"""\
+Traceback (most recent call last):
+  File "/root/slime/train.py", line 104, in <module>
+    train(args)
+  File "/root/slime/train.py", line 72, in train
+    ray.get(actor_model.async_train(rollout_id, rollout_data_ref))
+  File "/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py", line 2961, in get
+    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)
+  File "/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py", line 1026, in get_objects
+    raise value.as_instanceof_cause()
+ray.exceptions.RayTaskError(KeyError): \x1b[36mray::MegatronTrainRayActor.train()\x1b[39m (pid=2236, ip=10.0.0.11, actor_id=0f9e8d7c6b5a4f3e2d1c0b9a01000000, repr=<slime.backends.megatron_utils.actor.MegatronTrainRayActor object at 0x7f51a2b3c4d0>)
+  File "/root/slime/slime/backends/megatron_utils/actor.py", line 441, in train
+    self.train_actor(rollout_id, rollout_data)
+  File "/root/slime/slime/backends/megatron_utils/loss.py", line 212, in compute_advantages_and_returns
+    old = rollout_data["rollout_log_probs"]
+          ~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^
+KeyError: 'rollout_log_probs'
+"""
+
+ENGINE = """\
+(SGLangEngine pid=3101, ip=10.0.0.12) [2026-08-01 10:06:00 TP1] Decode batch. #running-req: 64, #token: 81920, token usage: 0.41, gen throughput (token/s): 5120.33
+(RolloutManager pid=2290, ip=10.0.0.10) [2026-08-01 10:06:10] rollout.py:310 - rollout 7: {'rollout/response_len/mean': 1203.4}
+(SGLangEngine pid=3101, ip=10.0.0.12) [2026-08-01 10:06:30 TP1] Scheduler hit an exception: Traceback (most recent call last):
+(SGLangEngine pid=3101, ip=10.0.0.12)   File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2512, in run_scheduler_process
+(SGLangEngine pid=3101, ip=10.0.0.12)     scheduler.event_loop_overlap()
+(SGLangEngine pid=3101, ip=10.0.0.12)   File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 771, in event_loop_overlap
+(SGLangEngine pid=3101, ip=10.0.0.12)     batch_result = self.run_batch(batch)
+(SGLangEngine pid=3101, ip=10.0.0.12)   File "/usr/local/lib/python3.12/dist-packages/sglang/srt/layers/sampler.py", line 104, in forward
+(SGLangEngine pid=3101, ip=10.0.0.12)     batch_next_token_ids = torch.multinomial(probs, num_samples=1)
+(SGLangEngine pid=3101, ip=10.0.0.12) RuntimeError: probability tensor contains either `inf`, `nan` or element < 0
+"""
+
+DRIVER = """\
+(RolloutManager pid=2290, ip=10.0.0.10) [2026-08-01 10:06:10] rollout.py:310 - rollout 3: {'rollout/response_len/mean': 1203.4}
+(RolloutManager pid=2290, ip=10.0.0.10) Traceback (most recent call last):
+(RolloutManager pid=2290, ip=10.0.0.10)   File "/root/slime/slime/ray/rollout.py", line 388, in generate
+(RolloutManager pid=2290, ip=10.0.0.10)     data = self._convert_samples_to_train_data(samples)
+(RolloutManager pid=2290, ip=10.0.0.10)   File "/root/slime/slime/ray/rollout.py", line 512, in _convert_samples_to_train_data
+(RolloutManager pid=2290, ip=10.0.0.10)     "loss_masks": [s.loss_mask for s in samples],
+(RolloutManager pid=2290, ip=10.0.0.10) AttributeError: 'NoneType' object has no attribute 'loss_mask'
+"""
+
+RAY = """\
+[2026-08-01 10:00:00] train.py:41 - Start training
+[2026-08-01 10:03:00] model.py:918 - step 9: {'train/loss': 0.012}
+Traceback (most recent call last):
+  File "/root/slime/train.py", line 72, in train
+    ray.get(rollout_manager.generate.remote(rollout_id))
+  File "/usr/local/lib/python3.12/dist-packages/ray/_private/auto_init_hook.py", line 21, in auto_init_wrapper
+    return fn(*args, **kwargs)
+  File "/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py", line 2963, in get
+    raise value
+ray.exceptions.ObjectLostError: Failed to retrieve object 00ffffffffffffffffffffffffffffffffffffff0100000001e1f505. All copies of 00ffffffffffffffffffffffffffffffffffffff0100000001e1f505 have been lost due to node failure. Check cluster logs (`/tmp/ray/session_latest/logs`) for more information about the failure.
+"""
+
+DATA = """\
+(TaskRunner pid=1893, ip=10.0.0.21) step:11 - actor/pg_loss:0.012 - actor/grad_norm:0.31 - critic/score/mean:0.42
+(TaskRunner pid=1893, ip=10.0.0.21) Traceback (most recent call last):
+(TaskRunner pid=1893, ip=10.0.0.21)   File "/workspace/verl/verl/trainer/ppo/ray_trainer.py", line 1012, in fit
+(TaskRunner pid=1893, ip=10.0.0.21)     for batch_dict in self.train_dataloader:
+(TaskRunner pid=1893, ip=10.0.0.21)   File "/usr/local/lib/python3.10/dist-packages/torchdata/stateful_dataloader/stateful_dataloader.py", line 450, in __next__
+(TaskRunner pid=1893, ip=10.0.0.21)     return super().__next__()
+(TaskRunner pid=1893, ip=10.0.0.21)   File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 733, in __next__
+(TaskRunner pid=1893, ip=10.0.0.21)     data = self._next_data()
+(TaskRunner pid=1893, ip=10.0.0.21)   File "/workspace/verl/verl/utils/dataset/rl_dataset.py", line 240, in __getitem__
+(TaskRunner pid=1893, ip=10.0.0.21)     messages = self._build_messages(row_dict)
+(TaskRunner pid=1893, ip=10.0.0.21)   File "/workspace/verl/verl/utils/dataset/rl_dataset.py", line 201, in _build_messages
+(TaskRunner pid=1893, ip=10.0.0.21)     messages: list = example.pop(self.prompt_key)
+(TaskRunner pid=1893, ip=10.0.0.21) KeyError: 'prompt'
+"""
+
+REWARD = """\
+(RolloutManager pid=2290, ip=10.0.0.10) [2026-08-01 10:06:10] rollout.py:310 - rollout 12: {'rollout/response_len/mean': 1203.4}
+(RolloutManager pid=2290, ip=10.0.0.10) Traceback (most recent call last):
+(RolloutManager pid=2290, ip=10.0.0.10)   File "/root/slime/slime/rollout/sglang_rollout.py", line 401, in generate_and_rm
+(RolloutManager pid=2290, ip=10.0.0.10)     sample.reward = await async_rm(args, sample)
+(RolloutManager pid=2290, ip=10.0.0.10)   File "/root/slime/slime/rollout/rm_hub/__init__.py", line 60, in async_rm
+(RolloutManager pid=2290, ip=10.0.0.10)     return compute_score_dapo(response, label)
+(RolloutManager pid=2290, ip=10.0.0.10)   File "/root/slime/slime/rollout/rm_hub/math_dapo_utils.py", line 268, in compute_score
+(RolloutManager pid=2290, ip=10.0.0.10)     pred = re.findall(r"Answer:\\s*(.+)", solution_str)
+(RolloutManager pid=2290, ip=10.0.0.10)   File "/usr/lib/python3.12/re/__init__.py", line 217, in findall
+(RolloutManager pid=2290, ip=10.0.0.10)     return _compile(pattern, flags).findall(string)
+(RolloutManager pid=2290, ip=10.0.0.10) TypeError: expected string or bytes-like object, got 'NoneType'
+"""
+
+# component, exception type, rank, node, frame function, step / rollout (kind, n)
+COMPONENTS = [
+    ("trainer", TRAINER, "trainer", "KeyError", 2, "10.0.0.11", "compute_advantages_and_returns", ("step", 5)),
+    ("engine", ENGINE, "inference engine", "RuntimeError", 1, "10.0.0.12", "forward", ("rollout", 7)),
+    ("driver", DRIVER, "rollout manager / driver", "AttributeError", None, "10.0.0.10", "_convert_samples_to_train_data", ("rollout", 3)),
+    ("ray", RAY, "Ray", "ray.exceptions.ObjectLostError", None, None, "train", ("step", 9)),
+    ("data", DATA, "data loading", "KeyError", None, "10.0.0.21", "_build_messages", ("step", 11)),
+    ("reward", REWARD, "reward function", "TypeError", None, "10.0.0.10", "compute_score", ("rollout", 12)),
+]
+
+
+def locate(tmp_path: Path, log: str):
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    run = open_run(str(tmp_path))
+    return ErrorSignatures().examine(run), CrashLocation().examine(run)
+
+
+@pytest.mark.parametrize(("name", "log", "component", "exc", "rank", "node", "frame", "when"), COMPONENTS,
+                         ids=[c[0] for c in COMPONENTS])
+def test_each_component_is_located(tmp_path, name, log, component, exc, rank, node, frame, when):
+    sig, obs = locate(tmp_path, log)
+    assert sig.outcome == "other_error", f"{name}: a signature claimed it: {sig.evidence.get('signature')}"
+    assert obs.outcome == "located", obs.summary
+    ev = obs.evidence
+    assert ev["component"] == component, ev["component_reason"]
+    assert ev["exception_type"] == exc
+    assert ev["rank"] == rank
+    assert ev["node"] == node
+    assert ev["frame"] is not None and ev["frame"].endswith(f"in {frame}")
+    assert ev[when[0]] == when[1]
+    assert component in obs.summary
+
+
+def test_the_root_of_a_ray_envelope_is_the_remote_error(tmp_path):
+    _, obs = locate(tmp_path, TRAINER)
+    ev = obs.evidence
+    assert ev["exception"] == "KeyError: 'rollout_log_probs'"
+    assert [b["type"] for b in ev["chain"]] == ["ray.exceptions.RayTaskError(KeyError)", "KeyError"]
+    assert ev["actor"] == "MegatronTrainRayActor" and ev["pid"] == 2236
+    assert ev["where"].endswith(f"job.log:{TRAINER.splitlines().index(chr(75) + 'eyError: ' + repr('rollout_log_probs')) + 1}")
+
+
+def test_ansi_leftovers_and_prefixes_are_read_through(tmp_path):
+    log = DRIVER.replace("(RolloutManager pid=2290, ip=10.0.0.10) ", "[36m(RolloutManager pid=2290, ip=10.0.0.10)[0m ")
+    _, obs = locate(tmp_path, log)
+    assert obs.evidence["exception_type"] == "AttributeError"
+    assert obs.evidence["node"] == "10.0.0.10"
+
+
+CHAINED = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/workspace/OpenRLHF/openrlhf/trainer/ppo_utils/experience_maker.py", line 310, in make_experience
+[rank0]:     reward = self.reward_cache[key]
+[rank0]: KeyError: 'sample-17'
+[rank0]:
+[rank0]: During handling of the above exception, another exception occurred:
+[rank0]:
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/workspace/OpenRLHF/openrlhf/trainer/ppo_utils/experience_maker.py", line 314, in make_experience
+[rank0]:     raise RuntimeError(f"no cached experience for {key}")
+[rank0]: RuntimeError: no cached experience for sample-17
+"""
+
+
+def test_chained_blocks_keep_the_first_exception(tmp_path):
+    _, obs = locate(tmp_path, CHAINED)
+    ev = obs.evidence
+    assert ev["exception"] == "KeyError: 'sample-17'"
+    assert [b["link"] for b in ev["chain"]] == [None, "context"]
+    assert ev["rank"] == 0 and ev["component"] == "trainer"
+
+
+def _rank_copies(n: int) -> str:
+    out = []
+    for r in range(n):
+        out += [
+            f"[rank{r}]: Traceback (most recent call last):",
+            f'[rank{r}]:   File "/usr/local/lib/python3.11/dist-packages/trl/trainer/grpo_trainer.py", line 1288, in _prepare_inputs',
+            f"[rank{r}]:     advantages = advantages[process_slice]",
+            f'[rank{r}]:   File "/usr/local/lib/python3.11/dist-packages/torch/_tensor.py", line 41, in wrapped',
+            f"[rank{r}]:     return f(*args, **kwargs)",
+            f"[rank{r}]: IndexError: index {4096 + r} is out of bounds for dimension 0 with size 4096 (rank {r})",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def test_sixty_four_ranks_are_one_finding_with_count_64(tmp_path):
+    _, obs = locate(tmp_path, _rank_copies(64))
+    ev = obs.evidence
+    assert ev["distinct_errors"] == 1
+    assert ev["count"] == 64 and ev["ranks_hit"] == 64
+    assert ev["ranks"] == list(range(64))
+    assert ev["component"] == "trainer" and ev["frame"].endswith("in _prepare_inputs")
+    assert "64 processes hit the same error" in obs.summary
+
+
+def test_rays_repeated_count_is_counted():
+    text = (
+        "(TrainRayActor pid=11, ip=10.0.0.1) Traceback (most recent call last):\n"
+        '(TrainRayActor pid=11, ip=10.0.0.1)   File "/root/miles/miles/backends/fsdp_utils/actor.py", line 90, in train\n'
+        "(TrainRayActor pid=11, ip=10.0.0.1) ValueError: bad packing [repeated 7x across cluster]\n"
+    )
+    group = next(iter(read_text(text).groups.values()))
+    assert group.count == 8
+
+
+def test_a_later_nccl_timeout_and_actor_death_do_not_hide_the_first_error(tmp_path):
+    cascade = "".join(
+        f"(MegatronTrainRayActor pid={2240 + r}, ip=10.0.0.11) [rank{r}]:[E801 10:20:03.551 ProcessGroupNCCL.cpp:1616] "
+        f"[PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600021 milliseconds before timing out.\n"
+        for r in range(4)
+    ) + (
+        "Traceback (most recent call last):\n"
+        '  File "/root/slime/train.py", line 72, in train\n'
+        "    ray.get(actor_model.async_train(rollout_id, rollout_data_ref))\n"
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    )
+    sig, obs = locate(tmp_path, TRAINER + cascade)
+    assert sig.outcome == "other_error"  # the NCCL timeouts after the KeyError are its cascade, not the cause
+    ev = obs.evidence
+    assert ev["exception_type"] == "KeyError"
+    assert any("ActorDiedError" in c["exception"] for c in ev["cascade_after"])
+
+
+def test_a_log_without_any_error_is_not_located(tmp_path):
+    _, obs = locate(tmp_path, SLIME_HEAD)
+    assert obs.outcome == "not_located"
+
+
+def test_normalised_signature_masks_numbers_paths_and_addresses():
+    a = normalise("tensor at 0x7f51a2b3c4d0 on rank 3: /root/ckpt/iter_0000012/x.pt has 4096 rows")
+    b = normalise("tensor at 0x7f00deadbeef on rank 17: /mnt/other/iter_0000099/y.pt has 8192 rows")
+    assert a == b

@@ -1,0 +1,227 @@
+"""Framework adapters: their metric-line grammars on real-shaped lines, the vocabulary data, detection.
+
+Each sample names the framework source whose output it mimics.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from triage import frameworks
+from triage.formats.slime_log import scan_logs
+from triage.frameworks import ErrorWording, Framework
+from triage.metrics import CANONICAL, Metrics
+from triage.run.fragment import open_file_run
+
+HERE = Path(__file__).parent
+FRAMEWORK_NAMES = {"slime", "verl", "openrlhf", "trl", "ms_swift"}
+
+
+def _log(tmp_path: Path, text: str, name: str = "job.log") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- the registry and the data files ----------------------------------------------------
+
+def test_every_framework_family_is_registered_through_the_entry_point_group():
+    reg = frameworks.registry()
+    assert FRAMEWORK_NAMES <= set(reg)
+    for fw in reg.values():
+        assert isinstance(fw, Framework)
+        assert fw.log_markers and fw.metric_grammars and fw.arg_sources
+        assert all(isinstance(w, ErrorWording) and w.source for w in fw.error_wordings)
+        for w in fw.error_wordings:
+            w.regex()  # every wording compiles
+
+
+def test_error_wordings_point_at_catalog_ids():
+    catalog = yaml.safe_load((HERE.parent / "playbooks" / "verdicts.yaml").read_text())
+    ids = {v["id"] for v in catalog["verdicts"]} if isinstance(catalog, dict) and "verdicts" in catalog else set()
+    if not ids:  # the catalog as a list of verdicts
+        ids = {v["id"] for v in catalog}
+    wordings = frameworks.error_wordings()
+    assert {name for name, _ in wordings} >= {"slime", "verl", "openrlhf", "trl"}
+    unknown = {w.verdict for _, w in wordings} - ids
+    assert not unknown, f"error wordings name ids missing from the catalog: {unknown}"
+
+
+def test_metric_vocabulary_has_a_column_per_framework_and_a_source_per_cell():
+    vocab = frameworks.metric_vocabulary()
+    for name in ("grad_norm", "kl", "entropy", "reward", "reward_std", "truncated_ratio", "response_length",
+                 "logp_diff", "loss", "lr", "is_ratio", "frac_reward_zero_std", "clip_ratio"):
+        assert name in vocab, name
+    columns = {fw for row in vocab.values() for fw in row}
+    assert FRAMEWORK_NAMES <= columns
+    for row in vocab.values():
+        for cell in row.values():
+            assert "/" in cell["source"] and cell["keys"]
+    # the canonical names the probes ask for all come from the data file
+    assert set(CANONICAL) == set(vocab)
+    assert CANONICAL["grad_norm"][0] == ("step", "train/grad_norm")
+
+
+def test_argument_vocabulary_maps_each_framework_name_to_the_canonical_one():
+    names = frameworks.canonical_arg_names()
+    assert names["actor_rollout_ref.rollout.n"] == "n_samples_per_prompt"  # verl ppo_trainer.yaml
+    assert names["num_generations"] == "n_samples_per_prompt"  # trl grpo_config.py
+    assert names["generate_max_len"] == "rollout_max_response_len"  # OpenRLHF train_ppo_ray.py
+    assert names["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == "max_tokens_per_gpu"
+
+
+def test_each_framework_names_its_own_way_to_produce_a_missing_artifact():
+    assert "trainer.logger" in frameworks.needs_help("verl", "metrics")
+    assert "--use_tensorboard" in frameworks.needs_help("openrlhf", "metrics")
+    assert "trainer_state.json" in frameworks.needs_help("hf_trainer", "trainer_state")
+    assert "logging.jsonl" in frameworks.needs_help("ms_swift", "metrics")
+    assert "--dump-details" in frameworks.needs_help("miles", "train_dump")
+    assert frameworks.needs_help("unknown", "metrics", "fallback") == "fallback"
+
+
+# --- verl --------------------------------------------------------------------------------
+
+# verl/utils/logger/aggregate_logger.py (LocalLogger, concat_dict_to_str) behind Ray's actor prefix,
+# with the ANSI colour codes Ray adds, once whole and once with the ESC byte lost.
+VERL_LOG = (
+    "\x1b[36m(TaskRunner pid=2601)\x1b[0m step:1 - global_seqlen/min:11632 - actor/entropy:0.5921 - "
+    "actor/pg_loss:-0.0012 - actor/pg_clipfrac:0.0021 - actor/ppo_kl:0.0001 - actor/grad_norm:0.4137 - "
+    "actor/lr:1e-06 - critic/score/mean:0.1875 - critic/rewards/mean:0.1875 - response_length/mean:412.5 - "
+    "response_length/clip_ratio:0.0 - timing_s/gen:35.21 - training/global_step:1 - training/epoch:0\n"
+    "[36m(TaskRunner pid=2601)[0m step:2 - actor/entropy:0.5877 - actor/grad_norm:0.3952 - "
+    "critic/score/mean:0.2031 - response_length/mean:420.1 - response_length/clip_ratio:0.0039\n"
+    "(WorkerDict pid=3011) [rank3]: step:2 - actor/grad_norm:nan\n"
+    "(TaskRunner pid=2601) step:3 - actor/entropy:0.5801 - actor/grad_norm:0.4410 - critic/score/mean:0.25 - "
+    "response_length/mean:433.0 - response_length/clip_ratio:0.0\n"
+)
+
+
+def test_verl_console_lines_are_read_with_ray_prefixes_and_lost_ansi_escapes(tmp_path):
+    index = scan_logs([_log(tmp_path, VERL_LOG)])
+    assert index.framework == "verl"
+    steps, values = index.metrics.series("verl", "actor/grad_norm")
+    assert list(steps) == [1, 2, 2, 3]
+    assert values[0] == pytest.approx(0.4137) and math.isnan(values[2])
+    assert index.parsed_by[str(tmp_path / "job.log")] == {"verl_console": 4}
+    assert index.records_per_kind() == {"verl": 4}
+    assert index.unparsed_metric_lines == 0
+
+
+def test_verl_metrics_map_onto_canonical_names_with_their_source(tmp_path):
+    run = open_file_run(str(_log(tmp_path, VERL_LOG)))
+    m = run.metrics
+    assert m.get("grad_norm").source == "verl:actor/grad_norm"
+    assert m.get("reward").source == "verl:critic/score/mean"
+    assert list(m.get("entropy").values) == pytest.approx([0.5921, 0.5877, 0.5801])
+    assert m.get("truncated_ratio").key == "response_length/clip_ratio"
+    records = m.records()
+    assert records["grad_norm"] == {"records": 4, "key": "actor/grad_norm", "kind": "verl",
+                                    "source": "log:verl_console"}
+    assert run.framework == "verl"
+
+
+# --- TRL / HF Trainer ----------------------------------------------------------------------
+
+# transformers/trainer_callback.py (ProgressCallback.on_log prints the logs dict) for a TRL GRPO run
+# (trl/trainer/grpo_trainer.py metric names), printed after a tqdm bar as the console shows it.
+TRL_LOG = (
+    "  0%|          | 0/100 [00:00<?, ?it/s]\n"
+    "{'loss': 0.0, 'grad_norm': 0.8125, 'learning_rate': 1e-06, 'num_tokens': 52190.0, "
+    "'completions/mean_length': 187.5, 'completions/clipped_ratio': 0.0, 'rewards/accuracy_reward/mean': 0.25, "
+    "'reward': 0.25, 'reward_std': 0.3536, 'frac_reward_zero_std': 0.5, 'kl': 0.0, 'entropy': 0.6631, "
+    "'clip_ratio/region_mean': 0.0, 'epoch': 0.01}\n"
+    "  1%|          | 1/100 [00:09<15:22,  9.32s/it]{'loss': 0.0003, 'grad_norm': 1.0234, "
+    "'learning_rate': 9.9e-07, 'reward': 0.3125, 'reward_std': 0.4014, 'kl': 0.0071, 'entropy': 0.6502, "
+    "'epoch': 0.02}\n"
+    "[rank0]: {'loss': 0.0001, 'grad_norm': nan, 'learning_rate': 9.8e-07, 'reward': 0.0, 'epoch': 0.03}\n"
+    "{'train_runtime': 931.2, 'train_samples_per_second': 0.86, 'train_loss': 0.0002, 'epoch': 1.0}\n"
+    "{'loss': 0.2, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epo\n"  # cut mid-write
+)
+
+
+def test_trl_console_dicts_are_read_safely_and_numbered_in_order(tmp_path):
+    index = scan_logs([_log(tmp_path, TRL_LOG)])
+    assert index.framework == "hf_trainer"
+    steps, values = index.metrics.series("hf_log", "grad_norm")
+    assert list(steps) == [1, 2, 3]
+    assert values[1] == pytest.approx(1.0234) and math.isnan(values[2])
+    assert index.metrics.count("hf_log_summary") == 1
+    assert index.unparsed_metric_lines == 1
+    assert "'epo" in index.unparsed_samples[0] and index.unparsed_samples[0].startswith(str(tmp_path))
+    run = open_file_run(str(tmp_path / "job.log"))
+    assert run.metrics.get("frac_reward_zero_std").source == "hf_log:frac_reward_zero_std"
+    assert run.metrics.get("clip_ratio").values[0] == 0.0
+
+
+def test_a_printed_config_dict_is_not_a_metric_record(tmp_path):
+    index = scan_logs([_log(tmp_path, "{'model': 'Qwen/Qwen2.5-0.5B', 'lora_r': 16, 'bf16': True}\n"
+                                      'loaded {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896}\n')])
+    assert index.metrics.empty() and index.unparsed_metric_lines == 0
+
+
+# --- ms-swift --------------------------------------------------------------------------------
+
+# swift/trainers/mixin.py logs: printed dicts with global_step/max_steps, and the same records in
+# output_dir/<version>/logging.jsonl (JSON lines).
+SWIFT_LOG = (
+    '[INFO:swift] {"loss": 0.01416, "grad_norm": 0.9375, "learning_rate": 1e-06, "memory(GiB)": 41.2, '
+    '"train_speed(iter/s)": 0.031, "completions/mean_length": 512.3, "reward": 0.45, "reward_std": 0.31, '
+    '"kl": 0.0004, "epoch": 0.01, "global_step/max_steps": "5/500", "percentage": "1.00%"}\n'
+    "{'loss': 0.0119, 'grad_norm': 0.875, 'learning_rate': 1e-06, 'reward': 0.5, 'kl': 0.0009, "
+    "'epoch': 0.02, 'global_step/max_steps': '10/500', 'elapsed_time': '5m 2s'}\n"
+)
+
+
+def test_ms_swift_json_and_repr_lines_carry_their_global_step(tmp_path):
+    index = scan_logs([_log(tmp_path, SWIFT_LOG)])
+    assert index.framework == "ms_swift"
+    steps, values = index.metrics.series("swift", "reward")
+    assert list(steps) == [5, 10] and list(values) == [0.45, 0.5]
+    run = open_file_run(str(tmp_path / "job.log"))
+    assert run.metrics.get("kl").source == "swift:kl"
+
+
+# --- OpenRLHF ----------------------------------------------------------------------------------
+
+# openrlhf/trainer/ppo_trainer.py: tqdm's postfix carries the step's status dict.
+OPENRLHF_LOG = (
+    "Episode [1/1]:   0%|          | 0/40 [00:00<?, ?it/s]\n"
+    "Train step of episode 0:  50%|█████     | 1/2 [00:31<00:31, 31.2s/it, policy_loss=-0.0213, kl=0.000412, "
+    "reward=0.375, return=0.371, response_length=634, total_length=780, actor_lr=5e-7]\r"
+    "Train step of episode 0: 100%|██████████| 2/2 [01:02<00:00, 31.0s/it, policy_loss=-0.0194, kl=0.000531, "
+    "reward=0.4375, return=0.43, response_length=640, total_length=790, actor_lr=5e-7]\n"
+)
+
+
+def test_openrlhf_progress_bar_postfix_is_a_metric_record(tmp_path):
+    index = scan_logs([_log(tmp_path, OPENRLHF_LOG)])
+    assert index.framework == "openrlhf"
+    steps, values = index.metrics.series("openrlhf", "reward")
+    assert list(steps) == [2] and list(values) == [0.4375]  # the bar rewritten in place: its last state
+    run = open_file_run(str(tmp_path / "job.log"))
+    assert run.metrics.get("lr").values[0] == pytest.approx(5e-7)
+    assert run.metrics.get("response_length").source == "openrlhf:response_length"
+
+
+# --- slime stays as it was ---------------------------------------------------------------------
+
+def test_slime_metric_lines_still_go_through_the_slime_grammar(tmp_path):
+    text = ("[2026-08-01 10:00:00] model.py:918 - step 0: {'train/loss': 0.1, 'train/grad_norm': 0.5}\n"
+            "[2026-08-01 10:00:01] rollout.py:300 - rollout 0: {'rollout/raw_reward': 0.2}\n"
+            "[2026-08-01 10:00:02] model.py:918 - step 1: {'train/loss': 0.1, 'train/grad_n\n")
+    index = scan_logs([_log(tmp_path, text)])
+    assert index.framework == "slime"
+    assert index.parsed_by[str(tmp_path / "job.log")] == {"slime_dict": 2}
+    assert index.unparsed_metric_lines == 1 and "step 1" in index.unparsed_samples[0]
+
+
+def test_a_crash_log_without_metrics_is_recognised_by_its_markers(tmp_path):
+    text = ("Traceback (most recent call last):\n"
+            '  File "/opt/verl/verl/trainer/main_ppo.py", line 64, in main\n'
+            "    run_ppo(config)\n"
+            "ValueError: ppo_mini_batch_size 256 must be divisible by ...\n")
+    assert scan_logs([_log(tmp_path, text)]).framework == "verl"

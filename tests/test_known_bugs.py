@@ -1,0 +1,211 @@
+"""The known-bug index: real entries, loading refusals, matching with `packaging`, the probe and the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graph_support import write_catalog
+from probes.known_bugs import KnownBugs
+from triage.api import triage_run
+from triage.cli import main
+from triage.errors import Unavailable
+from triage.executor import LocalExecutor
+from triage.graph import load_graph
+from triage.known_bugs import ENV, load_index
+from triage.run import open_run
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "garbled-sglang-known-bug"
+
+
+@pytest.fixture(autouse=True)
+def no_user_files(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+
+
+def run_with(tmp_path: Path, freeze: str, cmdline: str = "python3 train.py --hf-checkpoint /root/Qwen3-4B\n"):
+    (tmp_path / "job.log").write_text("[2026-08-01 10:00:00] train.py:1 - start\n", encoding="utf-8")
+    (tmp_path / "cmdline.txt").write_text(cmdline, encoding="utf-8")
+    if freeze:
+        (tmp_path / "pip_freeze.txt").write_text(freeze, encoding="utf-8")
+    return open_run(str(tmp_path))
+
+
+def probe(verdicts=("engine.version_regression",)) -> KnownBugs:
+    return KnownBugs(KnownBugs.parse_params({"verdicts": list(verdicts)}, "test"))
+
+
+def user_file(tmp_path: Path, entry: str) -> Path:
+    path = tmp_path / "my_bugs.yaml"
+    path.write_text("bugs:\n" + textwrap.indent(textwrap.dedent(entry), "  "), encoding="utf-8")
+    return path
+
+
+GOOD_ENTRY = """\
+- id: vllm-mine-1
+  package: vllm
+  affected: ">=0.8.0,<0.8.5"
+  symptom: "our eval prompts come back empty"
+  verdict: engine.version_regression
+  thread: "acme/rl#12"
+  url: "https://github.com/acme/rl/issues/12"
+  fixed: "0.8.5"
+"""
+
+
+# --- the shipped index ----------------------------------------------------------------------
+
+
+def test_shipped_index_has_real_entries_with_threads():
+    index = load_index()
+    assert len(index.bugs) >= 15
+    packages = {b.package for b in index.bugs}
+    assert {"sglang", "vllm", "megatron-core", "transformer-engine", "torch", "transformers", "deepspeed", "ray"} <= packages
+    for b in index.bugs:
+        repo, number = b.thread.split("#")
+        assert re.fullmatch(rf"https://github\.com/{re.escape(repo)}/(issues|pull)/{number}", b.url), b.id
+        assert len(b.symptom) > 40, b.id
+        if b.fixed is None or "," in b.affected or b.affected.startswith(("<", ">")):
+            assert b.note, f"{b.id}: a range the thread does not state exactly needs a note on how it was derived"
+
+
+def test_index_ranges_are_matched_by_packaging(tmp_path):
+    index = load_index()
+    bug = next(b for b in index.bugs if b.id == "sglang-slime-1853")
+    assert bug.specifiers.contains("0.5.9.post1", prereleases=True)
+    assert not bug.specifiers.contains("0.5.10")
+    run = run_with(tmp_path, "sglang==0.5.9.post1\n", "python3 train.py --hf-checkpoint /root/GLM-5\n")
+    assert [m.bug.id for m in index.match(run.versions, "/root/GLM-5")] == ["sglang-slime-1853"]
+
+
+def test_incompatible_pair_needs_both_versions(tmp_path):
+    index = load_index()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    both = run_with(tmp_path / "a", "transformers==4.45.2\ntrl==0.14.0\n")
+    alone = run_with(tmp_path / "b", "transformers==4.45.2\n")
+    pair = [m for m in index.match(both.versions) if m.bug.id == "transformers-trl-processing-class"]
+    assert pair and pair[0].with_installed[0][:2] == ("trl", "0.14.0")
+    assert not [m for m in index.match(alone.versions) if m.bug.id == "transformers-trl-processing-class"]
+
+
+def test_model_filter(tmp_path):
+    index = load_index()
+    run = run_with(tmp_path, "sglang==0.5.9\n")
+    assert not [m for m in index.match(run.versions, "/root/Qwen3-4B") if m.bug.id == "sglang-slime-1853"]
+    unknown = [m for m in index.match(run.versions, None) if m.bug.id == "sglang-slime-1853"]
+    assert unknown and unknown[0].model_checked is False  # matched, but the report says the model was not checked
+
+
+# --- loading refusals ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("change, message", [
+    (('affected: ">=0.8.0,<0.8.5"', 'affected: ">=0.8.0,<"'),
+     "entry 'vllm-mine-1': affected '>=0.8.0,<' is not a version range"),
+    (("package: vllm", "package: vllmm"), "entry 'vllm-mine-1': unknown package 'vllmm'"),
+    (("verdict: engine.version_regression", "verdict: engine.gremlins"), "entry 'vllm-mine-1': verdict 'engine.gremlins'"),
+    (('fixed: "0.8.5"', 'fixed: "soon"'), "entry 'vllm-mine-1': fixed 'soon' is not a version"),
+    (('  url: "https://github.com/acme/rl/issues/12"\n', ""), "entry 'vllm-mine-1': url: Field required"),
+])
+def test_bad_user_file_is_refused_naming_the_entry(tmp_path, capsys, change, message):
+    path = user_file(tmp_path, GOOD_ENTRY.replace(*change))
+    assert main(["known-bugs", "--known-bugs", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err
+    assert err.count("\n") == 1  # one line
+
+
+def test_bad_user_file_stops_triage_run_before_any_probe(tmp_path, capsys):
+    path = user_file(tmp_path, GOOD_ENTRY.replace("package: vllm", "package: nonsense"))
+    assert main(["run", str(EXAMPLE), "--no-cache", "--known-bugs", str(path)]) == 2
+    assert "unknown package 'nonsense'" in capsys.readouterr().err
+
+
+def test_duplicate_id_is_refused(tmp_path, capsys):
+    path = user_file(tmp_path, GOOD_ENTRY.replace("vllm-mine-1", "sglang-14178"))
+    assert main(["known-bugs", "--known-bugs", str(path)]) == 2
+    assert "'sglang-14178': duplicate id" in capsys.readouterr().err
+
+
+# --- the CLI ----------------------------------------------------------------------------------
+
+
+def test_known_bugs_lists_and_filters(capsys):
+    assert main(["known-bugs", "--json", "--package", "sglang"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["package"] == "sglang" for r in rows)
+    assert {"id", "affected", "symptom", "verdict", "thread", "url"} <= set(rows[0])
+    assert main(["known-bugs", "--package", "Megatron_Core"]) == 0
+    assert "megatron-core-870" in capsys.readouterr().out
+
+
+def test_user_entries_join_the_index(tmp_path, capsys, monkeypatch):
+    path = user_file(tmp_path, GOOD_ENTRY)
+    monkeypatch.setenv(ENV, str(path))
+    assert main(["known-bugs", "--json", "--package", "vllm"]) == 0
+    assert "vllm-mine-1" in [r["id"] for r in json.loads(capsys.readouterr().out)]
+
+
+# --- the probe ------------------------------------------------------------------------------
+
+
+def test_probe_match_names_entry_version_range_fix_and_thread():
+    obs = probe().examine(open_run(str(EXAMPLE)))
+    assert obs.outcome == "match"
+    m = obs.evidence["matches"][0]
+    assert (m["id"], m["package"], m["installed"], m["affected"], m["fixed"]) == (
+        "sglang-slime-1853", "sglang", "0.5.9", ">=0.5.9,<0.5.10", "0.5.10")
+    assert m["url"] == "https://github.com/THUDM/slime/issues/1853" and m["verdict"] == "engine.version_regression"
+    assert m["read_at"].endswith("job.log:10")  # the `sglang==0.5.9` line of the pip freeze
+    assert "0.5.10" in obs.summary and "THUDM/slime#1853" in obs.summary
+
+
+def test_probe_no_match_and_other_verdicts(tmp_path):
+    run = run_with(tmp_path, "sglang==0.5.10\ndeepspeed==0.13.5\n")
+    obs = probe().examine(run)
+    assert obs.outcome == "no_match"
+    assert [m["id"] for m in obs.evidence["other_matches"]] == ["deepspeed-5242"]  # points at numerics.nan_grad
+
+
+def test_probe_without_versions_is_unavailable(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        probe().examine(run_with(tmp_path, ""))
+    assert exc.value.reason.startswith("no version information")
+    assert "pip freeze" in (exc.value.command or "")
+
+
+def test_user_file_changes_the_cache_key(tmp_path, monkeypatch):
+    before = probe().params.index_digest  # type: ignore[attr-defined]
+    monkeypatch.setenv(ENV, str(user_file(tmp_path, GOOD_ENTRY)))
+    assert probe().params.index_digest != before  # type: ignore[attr-defined]
+
+
+def test_probe_in_a_playbook_reaches_engine_version_regression(tmp_path):
+    d = tmp_path / "playbooks"
+    d.mkdir()
+    (d / "entry.yaml").write_text(textwrap.dedent("""
+        playbook: entry
+        entry: versions
+        nodes:
+          versions:
+            probe: known_bugs
+            params: {verdicts: [engine.version_regression]}
+            ask: Is the engine's version in a known-bad range?
+            on:
+              match: verdict:engine.version_regression
+              no_match: verdict:inconclusive
+              unavailable: verdict:inconclusive
+              error: verdict:inconclusive
+    """))
+    write_catalog(d)
+    graph = load_graph(d, probes={"known_bugs": KnownBugs})
+    report = triage_run(open_run(str(EXAMPLE)), graph, executor=LocalExecutor())
+    assert report.root_cause.id == "engine.version_regression"
+    step = report.path[0]
+    assert step.evidence["matches"][0]["fixed"] == "0.5.10"

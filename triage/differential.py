@@ -1,0 +1,81 @@
+"""A ranked differential instead of a bare `inconclusive`.
+
+When the walk cannot decide, the findings still point somewhere. A check that could not
+run at a node stood between the walk and the verdicts its real outcomes lead to: those
+are the candidates. Each is scored by how much of its own evidence (its catalog
+`evidence:` entry, the best alternative) the walk already observed, and carries the
+findings that support it and the cheapest step that would confirm or rule it out: the
+command the missing check named, else the catalog's `confirm:`.
+
+Candidates the walk ruled out are never listed. When the `healthy` gate lacked records,
+`healthy` itself is a candidate: every check that ran passed, and the report says what
+more would settle it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from triage.catalog import HEALTHY, INCONCLUSIVE
+from triage.finding import ERROR, IMPLICIT_OUTCOMES, UNAVAILABLE, Finding
+from triage.graph import DecisionGraph, _edge_tokens, evidence_alternatives
+
+MAX_CANDIDATES = 6
+
+
+class Candidate(BaseModel):
+    id: str
+    title: str
+    score: float  # share of its own evidence the walk observed, 0..1
+    supports: list[str] = Field(default_factory=list)  # observed findings that point at it
+    lacks: list[str] = Field(default_factory=list)  # evidence not observed yet, as probe:outcome
+    next_step: str | None = None  # the cheapest step that would confirm or rule it out
+
+
+def _observed(graph: DecisionGraph, findings: list[Finding]) -> dict[tuple[str, str], Finding]:
+    seen: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        if f.outcome in IMPLICIT_OUTCOMES:
+            continue
+        for token in _edge_tokens(graph.nodes[f.node], f.outcome):
+            seen.setdefault(token, f)
+    return seen
+
+
+def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: set[str]) -> list[Candidate]:
+    observed = _observed(graph, findings)
+    opened: dict[str, Finding] = {}  # candidate -> the nearest check before it that could not run
+    for f in findings:
+        if f.outcome not in (UNAVAILABLE, ERROR):
+            continue
+        node = graph.nodes[f.node]
+        for outcome, target in node.edges.items():
+            if outcome in IMPLICIT_OUTCOMES:
+                continue
+            for vid in graph.verdicts_reachable_from(target):
+                opened[vid] = f  # a later blocker stands nearer to the verdict: its step decides it
+    health = next((f for f in findings if f.probe == "health_checks" and f.outcome == "insufficient"), None)
+    if health is not None:
+        opened.setdefault(HEALTHY, health)
+    out = []
+    for vid, blocker in opened.items():
+        if vid == INCONCLUSIVE or (vid in ruled_out and vid != HEALTHY):
+            continue
+        verdict = graph.catalog[vid]
+        alternatives = evidence_alternatives(verdict, graph.probes, graph.questions)
+        best, best_share = frozenset(), 0.0
+        for alt in alternatives:
+            share = len([t for t in alt if t in observed]) / len(alt) if alt else 0.0
+            if share > best_share or not best:
+                best, best_share = alt, share
+        supports = list(dict.fromkeys(observed[t].summary for t in best if t in observed))
+        lacks = [f"{a}:{b}" for a, b in sorted(best) if (a, b) not in observed]
+        command = blocker.missing.command if blocker.missing and blocker.missing.command else None
+        if vid == HEALTHY:
+            supports = ["no symptom was seen, and every health check that ran passed"]
+            command = blocker.evidence.get("command") or verdict.confirm
+        out.append(Candidate(id=vid, title=verdict.title, score=round(best_share, 3), supports=supports,
+                             lacks=lacks, next_step=command or verdict.confirm))
+    order = {vid: i for i, vid in enumerate(opened)}  # first opened first, among equal scores
+    out.sort(key=lambda c: (-c.score, order[c.id]))
+    return out[:MAX_CANDIDATES]

@@ -1,0 +1,129 @@
+"""Hydra / OmegaConf overrides and YAML configs (verl; OpenRLHF and axolotl YAML), as flat dotted keys.
+
+verl is configured as `python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.n=8
+data.train_batch_size=256 +trainer.val_before_train=False ~reward_model` (Hydra's override
+grammar: `key=value`, `+key=value` adds, `++key=value` adds or overrides, `~key` deletes),
+and Hydra saves the composed config in `outputs/<date>/<time>/.hydra/config.yaml` with
+the overrides in `.hydra/overrides.yaml`. Both become `{"actor_rollout_ref.rollout.n": 8, ...}`.
+Values are typed as YAML would type them (`8` int, `1e-6` float, `null`, `true`,
+`[a,b]` a list); `${a.b}` interpolations are resolved where they name a known key and
+left as written otherwise. Nothing is imported or run.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from triage.errors import CorruptArtifact
+
+MAX_CONFIG_BYTES = 4 << 20
+DELETED = object()  # `~key`: the key is removed from the config
+_KEY = re.compile(r"^(?P<prefix>\+{0,2}|~)(?P<key>[A-Za-z_][\w.\-/@]*(?:\[\d+\])?)(?:=(?P<value>.*))?$", re.S)
+_INTERP = re.compile(r"\$\{(?P<ref>[A-Za-z_][\w.]*)\}")
+_FLOATISH = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)")
+
+
+def _value(text: str) -> Any:
+    """A Hydra override value, typed as YAML would (plus `1e-6`, which YAML 1.1 leaves a string)."""
+    s = text.strip()
+    if _FLOATISH.fullmatch(s):
+        return float(s)
+    try:
+        value = yaml.safe_load(s) if s else ""
+    except yaml.YAMLError:
+        return s
+    if isinstance(value, (dict, list, str, int, float, bool)) or value is None:
+        return value
+    return s
+
+
+def is_override(token: str) -> bool:
+    """`a.b=1`, `+a=1`, `++a=1`, `~a`: a Hydra override rather than a flag or a path."""
+    if token.startswith("-") or "=" not in token and not token.startswith("~"):
+        return False
+    return bool(_KEY.match(token))
+
+
+def parse_overrides(tokens: list[str]) -> dict[str, Any]:
+    """Overrides as `{dotted.key: value}`; a `~key` maps to DELETED."""
+    out: dict[str, Any] = {}
+    for tok in tokens:
+        m = _KEY.match(tok)
+        if not m:
+            continue
+        key = m.group("key")
+        if m.group("prefix") == "~":
+            out[key] = DELETED
+        elif m.group("value") is not None:
+            out[key] = _value(m.group("value"))
+    return out
+
+
+def split_overrides(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """(overrides, the other tokens) of a command's words after the program."""
+    overrides: list[str] = []
+    rest: list[str] = []
+    for i, tok in enumerate(tokens):
+        prev = tokens[i - 1] if i else ""
+        if is_override(tok) and not (prev.startswith("--") and "=" not in prev):
+            overrides.append(tok)
+        else:
+            rest.append(tok)
+    return parse_overrides(overrides), rest
+
+
+def flatten(obj: Any, prefix: str = "", out: dict[str, Any] | None = None, depth: int = 0) -> dict[str, Any]:
+    """A nested mapping as dotted keys (lists stay values)."""
+    out = {} if out is None else out
+    if isinstance(obj, dict) and depth < 16:
+        for key, value in obj.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict) and value:
+                flatten(value, name, out, depth + 1)
+            else:
+                out[name] = value
+    return out
+
+
+def resolve_interpolations(flat: dict[str, Any]) -> dict[str, Any]:
+    """`${a.b}` replaced by the value of `a.b` where it is known (a few rounds, for chains)."""
+    for _ in range(4):
+        changed = False
+        for key, value in flat.items():
+            if not isinstance(value, str) or "${" not in value:
+                continue
+            m = _INTERP.fullmatch(value.strip())
+            if m and m.group("ref") in flat and not (isinstance(flat[m.group("ref")], str) and "${" in flat[m.group("ref")]):
+                flat[key] = flat[m.group("ref")]
+                changed = True
+        if not changed:
+            break
+    return flat
+
+
+def read_config_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML config (Hydra's composed config.yaml, a verl / OpenRLHF / axolotl config) as dotted keys.
+
+    Hydra's `overrides.yaml` (a list of override strings) is read as overrides.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()[:MAX_CONFIG_BYTES + 1]
+    except OSError as exc:
+        raise CorruptArtifact(p, f"cannot read config: {exc.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise CorruptArtifact(p, f"config is larger than {MAX_CONFIG_BYTES >> 20} MB")
+    try:
+        raw = yaml.safe_load(data.decode("utf-8", "replace"))
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CorruptArtifact(p, f"config is not valid YAML: {first}") from None
+    if isinstance(raw, list) and all(isinstance(t, str) for t in raw):
+        return {k: v for k, v in parse_overrides(raw).items() if v is not DELETED}
+    if not isinstance(raw, dict):
+        return {}
+    return resolve_interpolations(flatten(raw))

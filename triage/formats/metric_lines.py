@@ -1,0 +1,189 @@
+"""Metric-line grammars of the frameworks other than slime, for the streaming log scan.
+
+Each grammar reads one log message (ANSI codes, Ray actor prefix and `[rankN]:` already
+removed by `slime_log.split_line`) and returns a `MetricRecord`, or None when the line
+is not that grammar's. Nothing is evaluated: dict reprs go through `pyrepr`, JSON
+through `json`.
+
+  verl_console  `step:12 - actor/grad_norm:0.41 - critic/score/mean:0.5 - ...`
+                (verl/utils/logger/aggregate_logger.py, LocalLogger: concat_dict_to_str)
+  hf_dict       `{'loss': 0.1, 'grad_norm': 0.3, 'learning_rate': 1e-06, 'epoch': 0.1}`
+                (transformers/trainer_callback.py, ProgressCallback.on_log prints the logs dict;
+                TRL GRPO adds 'reward', 'kl', 'completions/mean_length', ...)
+  swift_json    `{"loss": 0.1, ..., "global_step/max_steps": "5/100", "train_speed(iter/s)": 0.2}`
+                (ms-swift's printed logs and logging.jsonl; also its Python-repr form)
+  tqdm_postfix  `Train step of episode 0:  10%|█  | 1/10 [00:05<00:45,  5.0s/it, policy_loss=0.1, kl=0.01]`
+                (OpenRLHF openrlhf/trainer/ppo_trainer.py: tqdm set_postfix)
+
+A record carries its kind (the MetricTable kind: verl, hf_log, hf_log_eval, hf_log_summary, swift,
+openrlhf), its index (step; for the HF console, which prints no step, the record's
+ordinal) and its numeric values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from triage.formats.pyrepr import parse_metric_dict
+
+__all__ = ["MetricRecord", "Unparsed", "parse_framework_metric", "GRAMMAR_FRAMEWORK"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRecord:
+    grammar: str
+    kind: str
+    index: int | None  # None: the grammar has no step; the scan numbers records in order
+    values: dict[str, object]
+
+
+class Unparsed(Exception):
+    """A line that has a metric grammar's shape but does not parse (cut mid-write, garbled)."""
+
+
+# which framework (adapter name) a grammar's records vote for
+GRAMMAR_FRAMEWORK = {
+    "slime_dict": "slime", "verl_console": "verl", "hf_dict": "hf_trainer", "swift_json": "ms_swift",
+    "tqdm_postfix": "openrlhf",
+}
+
+_VERL = re.compile(r"(?:^|[\s\]>)])step:(?P<n>\d+) - (?P<rest>.+)$")
+_NUMERIC_WRAPPER = re.compile(r"^(?:np\.|numpy\.|torch\.)?(?:float\d*|int\d*|tensor|array)\((?P<v>[^,()]+)(?:,[^()]*)?\)$")
+_TQDM = re.compile(
+    r"(?P<i>\d+)/(?P<n>\d+|\?) \[[\d:]+(?:<[\d:?]+)?,\s*[^,\]]*(?:it/s|s/it)(?:, (?P<post>[^\]]*))?\]"
+)
+_POSTFIX_ITEM = re.compile(r"(?P<k>[A-Za-z_][\w/.\-]*)=(?P<v>[^,]+)")
+# keys that make a printed dict a training log record rather than any dict a program printed
+_HF_KEYS = frozenset({
+    "loss", "grad_norm", "learning_rate", "epoch", "reward", "reward_std", "kl", "entropy", "train_loss",
+    "train_runtime", "eval_loss", "completions/mean_length", "frac_reward_zero_std", "policy_loss",
+    "clip_ratio/region_mean", "rewards/mean",
+})
+
+
+def _number(text: str) -> float | None:
+    s = text.strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    m = _NUMERIC_WRAPPER.match(s)
+    if m:
+        try:
+            return float(m.group("v"))
+        except ValueError:
+            return None
+    low = s.lower()
+    if low in ("nan", "-nan", "inf", "-inf", "+inf"):
+        return float(low.replace("-nan", "nan"))
+    return None
+
+
+def _verl(msg: str) -> MetricRecord | None:
+    if "step:" not in msg:
+        return None
+    m = _VERL.search(msg)
+    if m is None:
+        return None
+    values: dict[str, object] = {}
+    for item in m.group("rest").split(" - "):
+        key, sep, raw = item.rpartition(":")
+        if not sep or not key:
+            continue
+        v = _number(raw)
+        if v is not None:
+            values[key.strip()] = v
+    if not values:
+        raise Unparsed("verl step line with no key:value")
+    return MetricRecord("verl_console", "verl", int(m.group("n")), values)
+
+
+def _hf_kind(values: dict[str, object]) -> str:
+    if any(k.startswith("eval_") for k in values):
+        return "hf_log_eval"
+    if "train_runtime" in values or "train_loss" in values:
+        return "hf_log_summary"
+    return "hf_log"
+
+
+def _swift_step(values: dict[str, object]) -> int | None:
+    gm = values.get("global_step/max_steps")
+    if isinstance(gm, str) and "/" in gm:
+        head = gm.split("/", 1)[0].strip()
+        if head.isdigit():
+            return int(head)
+    return None
+
+
+def _dict_line(msg: str) -> MetricRecord | None:
+    start = msg.find("{")
+    if start < 0:
+        return None
+    end = msg.rfind("}")
+    body = msg[start:end + 1] if end > start else msg[start:]
+    head = body[:2]
+    if head not in ("{'", '{"'):
+        return None
+    keys_hint = "'epoch'" in body or '"epoch"' in body or "global_step/max_steps" in body or "'loss'" in body \
+        or "'train_runtime'" in body or "'eval_loss'" in body or '"loss"' in body
+    values: dict[str, object] | None = None
+    if head == '{"':
+        try:
+            raw = json.loads(body)
+            values = raw if isinstance(raw, dict) else None
+        except (ValueError, RecursionError):
+            values = None
+    if values is None:
+        try:
+            values = parse_metric_dict(body)
+        except ValueError:
+            if keys_hint:
+                raise Unparsed("a logged dict that does not parse") from None
+            return None
+    if not any(k in _HF_KEYS for k in values) and "global_step/max_steps" not in values:
+        return None
+    step = _swift_step(values)
+    if step is not None:
+        return MetricRecord("swift_json", "swift", step, values)
+    return MetricRecord("hf_dict", _hf_kind(values), None, values)
+
+
+def _tqdm(msg: str) -> MetricRecord | None:
+    if "=" not in msg:
+        return None
+    segments = msg.split("\r")
+    for seg in reversed(segments):  # a tqdm bar rewritten in place: the last update counts
+        m = None
+        for m in _TQDM.finditer(seg):
+            pass
+        if m is None or not m.group("post"):
+            continue
+        values: dict[str, object] = {}
+        for item in _POSTFIX_ITEM.finditer(m.group("post")):
+            v = _number(item.group("v"))
+            if v is not None:
+                values[item.group("k")] = v
+        if values:
+            return MetricRecord("tqdm_postfix", "openrlhf", int(m.group("i")), values)
+    return None
+
+
+def parse_framework_metric(msg: str) -> MetricRecord | None:
+    """The metric record in one log message, by the first grammar that reads it; None if none does.
+
+    Raises `Unparsed` when a line has a grammar's shape but does not parse.
+    """
+    if "step:" in msg:
+        rec = _verl(msg)
+        if rec is not None:
+            return rec
+    if "{'" in msg or '{"' in msg:
+        rec = _dict_line(msg)
+        if rec is not None:
+            return rec
+    if "it/s" in msg or "s/it" in msg:
+        return _tqdm(msg)
+    return None
+

@@ -1,0 +1,110 @@
+"""`GRPOConfig(...)` / `TrainingArguments(...)` keyword arguments, read from a training script with `ast`.
+
+TRL and HF Trainer users configure a run in Python::
+
+    LR = 1e-6
+    training_args = GRPOConfig(output_dir="out", learning_rate=LR, num_generations=8,
+                               max_completion_length=1024, per_device_train_batch_size=4)
+
+The script is parsed, never imported or executed. Keyword values that are literals
+(`ast.literal_eval`), or names bound once at module level to a literal, are read;
+anything else (a function call, an f-string, `args.lr`) is left unknown and listed in
+`unknown`. When a script builds several such configs, later ones override earlier ones.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from triage.errors import CorruptArtifact
+
+MAX_SCRIPT_BYTES = 2 << 20
+# The HF / TRL argument classes whose keywords are a run's arguments.
+CONFIG_CLASSES = frozenset({
+    "GRPOConfig", "PPOConfig", "RLOOConfig", "DPOConfig", "SFTConfig", "OnlineDPOConfig", "KTOConfig",
+    "ORPOConfig", "GKDConfig", "TrainingArguments", "Seq2SeqTrainingArguments", "ScriptArguments",
+    "ModelConfig", "GRPOScriptArguments", "RLHFArguments",
+})
+
+
+@dataclass
+class PythonConfig:
+    path: str
+    values: dict[str, object] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)  # keywords whose values are not literals
+    classes: list[str] = field(default_factory=list)  # the config classes found, in order
+
+
+def _call_name(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _module_literals(tree: ast.Module) -> dict[str, object]:
+    """Module-level `NAME = <literal>` bound exactly once."""
+    seen: dict[str, int] = {}
+    values: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            seen[name] = seen.get(name, 0) + 1
+            try:
+                values[name] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                values.pop(name, None)
+    return {k: v for k, v in values.items() if seen.get(k) == 1}
+
+
+def parse_python_config(text: str, path: str | Path = "<script>") -> PythonConfig:
+    p = Path(path)
+    try:
+        tree = ast.parse(text, filename=str(p))
+    except SyntaxError as exc:
+        raise CorruptArtifact(p, f"training script does not parse as Python (line {exc.lineno}): {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise CorruptArtifact(p, f"training script cannot be parsed: {type(exc).__name__}") from None
+    constants = _module_literals(tree)
+    out = PythonConfig(str(p))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _call_name(n.func) in CONFIG_CLASSES]
+    calls.sort(key=lambda n: (n.lineno, n.col_offset))
+    for call in calls:
+        out.classes.append(_call_name(call.func) or "")
+        for kw in call.keywords:
+            if kw.arg is None:  # **kwargs
+                continue
+            try:
+                value = ast.literal_eval(kw.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                if isinstance(kw.value, ast.Name) and kw.value.id in constants:
+                    value = constants[kw.value.id]
+                else:
+                    out.unknown.append(kw.arg)
+                    out.values.pop(kw.arg, None)
+                    continue
+            if isinstance(value, tuple):
+                value = list(value)
+            out.values[kw.arg] = value
+    return out
+
+
+def read_python_config(path: str | Path) -> PythonConfig:
+    p = Path(path)
+    try:
+        data = p.read_bytes()[:MAX_SCRIPT_BYTES + 1]
+    except OSError as exc:
+        raise CorruptArtifact(p, f"cannot read training script: {exc.strerror}") from None
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise CorruptArtifact(p, f"training script is larger than {MAX_SCRIPT_BYTES >> 20} MB")
+    if b"\x00" in data:
+        raise CorruptArtifact(p, "training script is binary, expected Python source")
+    return parse_python_config(data.decode("utf-8", "replace"), p)
+
+
+def mentions_config(head: bytes) -> bool:
+    """Whether a .py file's text builds one of the config classes (cheap check before parsing)."""
+    return any(name.encode() + b"(" in head for name in CONFIG_CLASSES)

@@ -1,0 +1,567 @@
+"""Python tracebacks in job logs, read back into causal chains and grouped by signature.
+
+A crashed job's log holds the same failure many times over: every rank prints its own
+copy (`[rank3]: Traceback …`, `(WorkerDict pid=123, ip=10.0.0.1) Traceback …`, or one copy
+with Ray's `[repeated 63x across cluster]`), the driver prints it again wrapped in Ray's
+`ray.exceptions.RayTaskError(ValueError): ray::Actor.method() (pid=…, ip=…)`, and Python
+prints chained exceptions as several blocks joined by `During handling of the above
+exception, another exception occurred:` or `The above exception was the direct cause of
+the following exception:`. This module reads those lines back:
+
+- lines are split by the stream that printed them (the Ray actor prefix, the `[rankN]:`
+  prefix), so interleaved ranks do not mix; ANSI codes and their leftovers (`[36m`
+  without the escape byte) are removed first;
+- each traceback becomes a `Chain` of `Block`s in print order; the first block of a
+  Python chain is the original error, and a Ray wrapper block is only the envelope of
+  the remote error printed after it, so the root is the first block that is not a
+  wrapper;
+- chains are grouped by a normalised signature (numbers, addresses, paths and ranks
+  masked; library frames left out, as Sentry's grouping does with "in-app" frames), so
+  64 ranks printing the same traceback are one `ChainGroup` with a count of 64.
+
+Files are read in binary chunks; only the stretches from a `Traceback` marker on are
+decoded line by line, and what is kept is bounded (one chain per group, at most
+`MAX_GROUPS` groups), whatever the log's size. The step/rollout records (`step N: {`,
+`rollout N: {`, verl's `step:N - `) met on the way give each chain the last record
+before it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from triage.formats.slime_log import split_line
+
+CHUNK_BYTES = 8 << 20
+MAX_LINE_CHARS = 4000
+MAX_FRAMES = 60  # frames kept per block: the outermost 20 and the innermost 40
+MAX_GROUPS = 500
+MAX_MESSAGE_LINES = 3  # continuation lines of an exception message kept with it
+MAX_CHAIN_LINES = 5000  # a "traceback" longer than this is not one: it is closed as cut
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_ANSI_LEFTOVER = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m")
+_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+_RAY_PREFIX = re.compile(
+    r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*)?,?\s?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
+)
+_RANK_PREFIX = re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<fn>.+))?\s*$')
+_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::\s?(?P<msg>.*))?$")
+_RAY_WRAP = re.compile(r"^(?:ray\.exceptions\.)?(?P<kind>RayTaskError|RayActorError|ActorDiedError)(?:\((?P<inner>[\w.]+)\))?:?\s?(?P<msg>.*)$")
+_RAY_HEADER = re.compile(
+    r"ray::(?P<actor>[\w.-]+?)(?:\.(?P<method>[\w<>]+))?\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[^,)\s]+)"
+)
+_CAUSE = "The above exception was the direct cause of the following exception:"
+_CONTEXT = "During handling of the above exception, another exception occurred:"
+_HOT = (b"Traceback", b"RayTaskError")
+_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )", re.M)
+_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )")
+
+_RANK_MENTION = re.compile(r"\[Rank (\d+)\]")
+_RANK_MENTION_B = re.compile(rb"^\([\w.:-]+ pid=(\d+)[^)\n]*\) [^\n]*?\[Rank (\d+)\]", re.M)
+_HEAD_RANK = re.compile(r"\[(?:default)?rank(\d+)\]|\bTP(\d+)(?: [A-Z]{2}\d+)*\]")
+
+# Ray exceptions that wrap another process's error or report its death: envelopes, not causes.
+WRAPPERS = ("RayTaskError", "RayActorError", "ActorDiedError", "ChildFailedError")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who printed a line: the Ray actor prefix and/or the torch rank prefix."""
+
+    actor: str | None = None
+    pid: int | None = None
+    ip: str | None = None
+    rank: int | None = None
+
+    @property
+    def label(self) -> str | None:
+        parts = [p for p in (self.actor, f"pid={self.pid}" if self.pid else None,
+                             f"ip={self.ip}" if self.ip else None, f"rank{self.rank}" if self.rank is not None else None) if p]
+        return " ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f'File "{self.file}", line {self.line}, in {self.function}'
+
+
+@dataclass(frozen=True)
+class Block:
+    """One printed exception: its frames (outermost first) and its final line."""
+
+    type: str | None  # None when the traceback was cut before its exception line
+    message: str
+    frames: tuple[Frame, ...]
+    line_no: int  # the exception line (or the last line read, when cut)
+    link: str | None = None  # how it follows the block before it: "cause", "context", "ray"
+    origin: Origin | None = None  # for a Ray remote block: the actor the header names
+
+    @property
+    def short_type(self) -> str:
+        return (self.type or "").rsplit(".", 1)[-1]
+
+    @property
+    def is_wrapper(self) -> bool:
+        t = self.short_type
+        return any(t == w or t.startswith(w + "(") for w in WRAPPERS)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One printed traceback with its chained blocks, where it is in the log, and who printed it."""
+
+    path: str
+    start_line: int
+    blocks: tuple[Block, ...]
+    origin: Origin
+    repeated: int = 1  # Ray's `[repeated Nx across cluster]` on its exception line, plus this copy
+    last_step: int | None = None
+    last_rollout: int | None = None
+
+    @property
+    def root(self) -> Block:
+        """The first exception of the causal chain: the first block that is not a wrapper."""
+        return next((b for b in self.blocks if not b.is_wrapper and b.type), self.blocks[0])
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.root.line_no}"
+
+    @property
+    def process(self) -> Origin:
+        """Who raised the root: the Ray header's actor/pid/ip where it names one, else the printer."""
+        remote = next((b.origin for b in self.blocks if b.origin is not None), None)
+        if remote is None:
+            return self.origin
+        return Origin(remote.actor or self.origin.actor, remote.pid, remote.ip or self.origin.ip,
+                      self.origin.rank)
+
+
+@dataclass
+class ChainGroup:
+    """Chains with the same normalised signature: the first one kept whole, the rest counted."""
+
+    signature: str
+    first: Chain
+    count: int = 0  # copies, Ray's repeat counts included
+    processes: set[str] = field(default_factory=set)  # distinct ranks / actor pids that printed it
+    ranks: set[int] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+    last_where: str = ""
+
+
+# --- frames: library or in-app ---------------------------------------------------------
+
+FRAMEWORKS = ("slime", "miles", "relax", "verl", "openrlhf", "trl", "axolotl", "swift", "nemo_rl", "areal")
+LIBRARIES = (
+    "torch", "ray", "transformers", "megatron/core", "transformer_engine", "sglang", "vllm", "deepspeed",
+    "flash_attn", "accelerate", "datasets", "numpy", "peft", "triton", "safetensors", "tokenizers", "requests",
+    "urllib3", "aiohttp", "httpx", "uvicorn", "fastapi", "zmq", "pyarrow", "pandas", "tqdm", "wandb", "hydra",
+    "omegaconf", "packaging", "setproctitle", "cloudpickle", "grpc", "apex", "torch_memory_saver",
+)
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<pkg>[\w.-]+)")
+_STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)|^<frozen |^<string>$|^<stdin>$|^<[\w ]+>$")
+_LIB_DIR = re.compile(r"(?:^|[/\\])(?P<pkg>" + "|".join(re.escape(x) for x in LIBRARIES) + r")[/\\]")
+_FW_DIR = re.compile(r"(?:^|[/\\])(?P<pkg>" + "|".join(FRAMEWORKS) + r")[/\\]")
+
+
+def package_of(frame_file: str) -> str | None:
+    """The package a frame's file belongs to, where the path says (None for the user's own files)."""
+    m = _SITE.search(frame_file)
+    if m:
+        return m.group("pkg").split(".")[0]
+    m = _FW_DIR.search(frame_file)
+    if m:
+        return m.group("pkg")
+    m = _LIB_DIR.search(frame_file)
+    if m:
+        return m.group("pkg").replace("/", ".")
+    if _STDLIB.search(frame_file):
+        return "python"
+    return None
+
+
+def in_app(frame: Frame) -> bool:
+    """A frame in framework or user code: not the standard library, not a library's internals."""
+    pkg = package_of(frame.file)
+    return pkg is None or pkg in FRAMEWORKS
+
+
+# Never "the frame that failed": the runtime under everything.
+INTERNALS = ("python", "torch", "ray", "triton", "numpy", "cloudpickle", "concurrent", "asyncio")
+
+
+def first_app_frame(block: Block) -> Frame | None:
+    """The in-app frame nearest to where the error was raised (the innermost one). When every
+    frame is a package's (an engine crashing in its own code), the innermost frame outside
+    the runtime's internals (torch, Ray, the standard library)."""
+    frame = next((f for f in reversed(block.frames) if in_app(f)), None)
+    if frame is None:
+        frame = next((f for f in reversed(block.frames) if package_of(f.file) not in INTERNALS), None)
+    return frame
+
+
+# --- the normalised signature ----------------------------------------------------------
+
+_MASKS = (
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.@+~-]+){2,}[/\\]?"), "<path>"),
+    (re.compile(r"\b[0-9a-f]{16,}\b"), "<id>"),
+    (re.compile(r"\b\d+(?:\.\d+)?\b"), "N"),
+)
+
+
+def normalise(text: str) -> str:
+    """A message with its numbers, addresses, paths, ids and ranks masked."""
+    for rx, repl in _MASKS:
+        text = rx.sub(repl, text)
+    return " ".join(text.split())[:300]
+
+
+def signature_of(chain: Chain) -> str:
+    """What makes two copies of a traceback the same error: the root's type, its masked
+    message, and its in-app frames (file name and function; library frames left out)."""
+    root = chain.root
+    frames = [f"{Path(f.file).name}:{f.function}" for f in root.frames if in_app(f)]
+    if not frames:
+        frames = [f"{Path(f.file).name}:{f.function}" for f in root.frames[-3:]]
+    return " | ".join([root.short_type or "?", normalise(root.message), *frames[-8:]])
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def split_origin(raw: str) -> tuple[str, Origin, int]:
+    """A raw log line without ANSI codes and prefixes: (the rest, who printed it, Ray's repeat count)."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    if "m" in raw and "[" in raw:
+        raw = _ANSI_LEFTOVER.sub("", raw)
+    raw = raw.rstrip("\r\n")
+    repeated = 1
+    if raw.endswith("cluster]"):
+        m = _REPEATED.search(raw)
+        if m:
+            repeated += int(m.group(1))
+            raw = raw[: m.start()]
+    actor = ip = None
+    pid = rank = None
+    text = raw
+    if text.startswith("("):
+        m = _RAY_PREFIX.match(text)
+        if m and (m.group("actor") or m.group("pid")):
+            actor, ip = m.group("actor"), m.group("ip")
+            pid = int(m.group("pid")) if m.group("pid") else None
+            text = text[m.end():]
+    if text.startswith("[rank") or text.startswith("[defaultrank"):
+        m = _RANK_PREFIX.match(text)
+        if m:
+            rank = int(m.group("rank"))
+            text = text[m.end():]
+    return text, Origin(actor, pid, ip, rank), repeated
+
+
+class _Open:
+    """A traceback being read on one stream."""
+
+    def __init__(self, line_no: int, origin: Origin, step: int | None, rollout: int | None) -> None:
+        self.start = line_no
+        self.origin = origin
+        self.blocks: list[Block] = []
+        self.frames: list[Frame] = []
+        self.dropped_frames = 0
+        self.link: str | None = None
+        self.remote: Origin | None = None
+        self.state = "frames"  # "frames": reading a block; "after": its exception line was read
+        self.pending_link: str | None = None
+        self.blank = 0
+        self.message_lines = 0
+        self.repeated = 1
+        self.step, self.rollout = step, rollout
+        self.last_line = line_no
+
+    def add_frame(self, frame: Frame) -> None:
+        if len(self.frames) >= MAX_FRAMES:
+            del self.frames[20]  # keep the outermost 20 and the innermost ones
+            self.dropped_frames += 1
+        self.frames.append(frame)
+
+    def close_block(self, type_: str | None, message: str, line_no: int) -> None:
+        self.blocks.append(Block(type_, message, tuple(self.frames), line_no, self.link, self.remote))
+        self.frames, self.link, self.remote = [], None, None
+
+
+class TracebackReader:
+    """Feed it a file's lines in order (`feed`), then `finish`; the groups are in `groups`."""
+
+    def __init__(self, want: set[tuple[str, int]] | None = None) -> None:
+        # exception lines (path, line) whose own frames a caller asks for: `found` gets them
+        self.want = want or set()
+        self.found: dict[tuple[str, int], tuple[str, ...]] = {}
+        self.groups: dict[str, ChainGroup] = {}
+        self.chains = 0  # every chain closed, grouped or not
+        self.dropped_groups = 0
+        self.path = ""
+        self.open: dict[tuple[str | None, int | None, int | None], _Open] = {}
+        self.step: int | None = None
+        self.rollout: int | None = None
+        self.pid_ranks: dict[int, int] = {}  # an actor's rank, from its own `[Rank N]` lines
+
+    # -- files ------------------------------------------------------------------------
+
+    def read_file(self, path: Path) -> None:
+        """Read one log file (plain or gzip) in chunks; only stretches after a marker are parsed."""
+        self.path = str(path)
+        self.step = self.rollout = None
+        with _open(path) as fh:
+            line_no = 0
+            rest = b""
+            while True:
+                try:
+                    chunk = fh.read(CHUNK_BYTES)
+                except (EOFError, OSError):
+                    chunk = b""
+                data = rest + chunk
+                if not chunk:
+                    if data:
+                        line_no = self._region(data, line_no, final=True)
+                    break
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = data if len(data) < (CHUNK_BYTES << 1) else b""
+                    continue
+                line_no = self._region(data[:cut], line_no)
+                rest = data[cut:]
+        self.finish()
+
+    def _region(self, data: bytes, line_no: int, final: bool = False) -> int:
+        pos, end = 0, len(data)
+        while pos < end:
+            if not self.open:
+                hot = min((i for i in (data.find(m, pos) for m in _HOT) if i >= 0), default=-1)
+                if hot < 0:
+                    self._records(data, pos, end)
+                    return line_no + data.count(b"\n", pos, end) + (1 if final and not data.endswith(b"\n") else 0)
+                start = data.rfind(b"\n", pos, hot) + 1
+                if start > pos:
+                    self._records(data, pos, start)
+                    line_no += data.count(b"\n", pos, start)
+                    pos = start
+            le = data.find(b"\n", pos)
+            if le < 0:
+                le = end
+            line_no += 1
+            self.feed(line_no, data[pos:min(le, pos + MAX_LINE_CHARS)].decode("utf-8", "replace"))
+            pos = le + 1
+        return line_no
+
+    def _records(self, data: bytes, start: int, end: int) -> None:
+        for m in _RECORD.finditer(data, start, end):
+            if m.group(1) == b"step":
+                self.step = int(m.group(2))
+            else:
+                self.rollout = int(m.group(2))
+        if data.find(b"[Rank ", start, end) >= 0:
+            for m in _RANK_MENTION_B.finditer(data, start, end):
+                self.pid_ranks[int(m.group(1))] = int(m.group(2))
+
+    # -- lines ------------------------------------------------------------------------
+
+    def feed(self, line_no: int, raw: str) -> None:
+        text, origin, repeated = split_origin(raw)
+        key = (origin.actor, origin.pid, origin.rank)
+        tb = self.open.get(key)
+        if tb is None:
+            if ("step" in text or "rollout" in text) and (m := _RECORD_STR.search(text)):
+                if m.group(1) == "step":
+                    self.step = int(m.group(2))
+                else:
+                    self.rollout = int(m.group(2))
+            if "ank " in text and origin.pid is not None and (r := _RANK_MENTION.search(text)):
+                self.pid_ranks[origin.pid] = int(r.group(1))
+            body = split_line(text).text if not text.startswith("Traceback") else text
+            if "Traceback (most recent call last)" in body:
+                # `[ts TP0] Scheduler hit an exception: Traceback (most recent call last):` starts one too
+                if origin.rank is None and (r := _HEAD_RANK.search(text)):
+                    origin = Origin(origin.actor, origin.pid, origin.ip, int(r.group(1) or r.group(2)))
+                self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+            elif (w := _RAY_WRAP.match(body.strip())) and w.group("kind") == "RayTaskError" and _RAY_HEADER.search(body):
+                # a wrapped remote error printed without the driver's own traceback
+                tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+                self._wrap(tb, body.strip(), line_no)
+            return
+        tb.last_line = line_no
+        if line_no - tb.start > MAX_CHAIN_LINES:
+            self._close(key, cut=True)
+            return
+        if tb.state == "frames":
+            self._in_block(key, tb, text, line_no, repeated)
+        else:
+            self._after(key, tb, text, line_no, origin, raw)
+
+    def _in_block(self, key: tuple, tb: _Open, text: str, line_no: int, repeated: int) -> None:
+        if not text.strip():
+            return
+        if text[:1] in (" ", "\t"):
+            m = _FRAME.match(text)
+            if m:
+                tb.add_frame(Frame(m.group("file"), int(m.group("line")), (m.group("fn") or "?").strip()))
+            return  # a code line or a `^^^^` marker
+        stripped = text.strip()
+        if stripped.startswith("Traceback (most recent call last)"):
+            tb.close_block(None, "", line_no - 1)  # the previous block was cut: a new one starts
+            return
+        if _RAY_HEADER.match(stripped):
+            tb.remote = _header_origin(stripped)
+            return
+        w = _RAY_WRAP.match(stripped)
+        if w and _RAY_HEADER.search(stripped):
+            self._wrap(tb, stripped, line_no)
+            return
+        m = _EXCEPTION.match(stripped)
+        if m and split_line(text).fmt is None:
+            tb.close_block(m.group("type"), (m.group("msg") or "").strip(), line_no)
+            tb.repeated = max(tb.repeated, repeated)
+            tb.state, tb.blank, tb.message_lines, tb.pending_link = "after", 0, 0, None
+            return
+        self._close(key, cut=True)  # a log line: the traceback ended without its exception line
+
+    def _wrap(self, tb: _Open, text: str, line_no: int) -> None:
+        """`ray.exceptions.RayTaskError(X): ray::A.m() (pid=…, ip=…)`: the envelope; the remote
+        frames and the remote error follow."""
+        w = _RAY_WRAP.match(text)
+        inner = w.group("inner") if w else None
+        kind = w.group("kind") if w else "RayTaskError"
+        tb.close_block(f"ray.exceptions.{kind}" + (f"({inner})" if inner else ""), (w.group("msg") if w else text), line_no)
+        tb.link, tb.remote = "ray", _header_origin(text)
+        tb.state = "frames"
+
+    def _after(self, key: tuple, tb: _Open, text: str, line_no: int, origin: Origin, raw: str) -> None:
+        stripped = text.strip()
+        if not stripped:
+            tb.blank += 1
+            if tb.blank > 3 and tb.pending_link is None:
+                self._close(key)
+            return
+        if stripped == _CAUSE or stripped == _CONTEXT:
+            tb.pending_link = "cause" if stripped == _CAUSE else "context"
+            return
+        if tb.pending_link is not None:
+            if stripped.startswith("Traceback (most recent call last)"):
+                tb.link, tb.state, tb.pending_link = tb.pending_link, "frames", None
+                return
+            if _RAY_HEADER.match(stripped):
+                tb.link, tb.remote, tb.state, tb.pending_link = tb.pending_link, _header_origin(stripped), "frames", None
+                return
+        if tb.blank == 0 and tb.pending_link is None and tb.message_lines < 20 and split_line(text).fmt is None \
+                and not stripped.startswith("Traceback (most recent call last)"):
+            tb.message_lines += 1
+            if tb.message_lines <= MAX_MESSAGE_LINES and tb.blocks:
+                last = tb.blocks[-1]
+                tb.blocks[-1] = Block(last.type, (last.message + " " + stripped).strip()[:1000], last.frames,
+                                      last.line_no, last.link, last.origin)
+            return
+        self._close(key)
+        self.feed(line_no, raw)  # the line starts something else: read it afresh
+
+    def _close(self, key: tuple, cut: bool = False) -> None:
+        tb = self.open.pop(key)
+        if cut and tb.state == "frames" and (tb.frames or not tb.blocks):
+            tb.close_block(None, "", tb.last_line)
+        if not tb.blocks:
+            return
+        if self.want:
+            for b in tb.blocks:
+                if (self.path, b.line_no) in self.want:
+                    self.found[(self.path, b.line_no)] = tuple(str(f) for f in b.frames)
+        chain = Chain(self.path, tb.start, tuple(tb.blocks), tb.origin, tb.repeated, tb.step, tb.rollout)
+        self._group(chain)
+
+    def _group(self, chain: Chain) -> None:
+        self.chains += 1
+        sig = signature_of(chain)
+        group = self.groups.get(sig)
+        if group is None:
+            if len(self.groups) >= MAX_GROUPS:
+                self.dropped_groups += 1
+                return
+            group = self.groups[sig] = ChainGroup(sig, chain)
+        proc = chain.process
+        if proc.rank is None and proc.pid is not None and proc.pid in self.pid_ranks:
+            chain = Chain(chain.path, chain.start_line, chain.blocks,
+                          Origin(chain.origin.actor, chain.origin.pid, chain.origin.ip, self.pid_ranks[proc.pid]),
+                          chain.repeated, chain.last_step, chain.last_rollout)
+            proc = chain.process
+            if group.first.process.pid == proc.pid and group.first.process.rank is None:
+                group.first = chain
+        group.count += chain.repeated
+        group.processes.add(process_key(proc))
+        if chain.repeated > 1:
+            for i in range(1, chain.repeated):
+                group.processes.add(f"{chain.where}#repeat{i}")
+        if proc.rank is not None:
+            group.ranks.add(proc.rank)
+        if proc.ip:
+            group.nodes.add(proc.ip)
+        group.last_where = chain.where
+
+    def finish(self) -> None:
+        for key in list(self.open):
+            self._close(key, cut=True)
+
+
+def process_key(proc: Origin) -> str:
+    """One process, however it is named: a Ray driver copy and the actor's own print of the
+    same error carry the same actor pid; torchrun ranks carry their rank."""
+    if proc.pid is not None:
+        return f"{proc.actor or ''}/pid={proc.pid}"
+    if proc.rank is not None:
+        return f"rank{proc.rank}@{proc.ip or ''}"
+    return f"stream:{proc.actor or ''}"
+
+
+def _header_origin(text: str) -> Origin | None:
+    m = _RAY_HEADER.search(text)
+    if not m:
+        return None
+    return Origin(m.group("actor"), int(m.group("pid")), m.group("ip"), None)
+
+
+def _open(path: Path) -> BinaryIO:
+    fh: BinaryIO = open(path, "rb")
+    if fh.read(2) == b"\x1f\x8b":
+        fh.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    fh.seek(0)
+    return fh
+
+
+def read_tracebacks(paths: list[Path], want: set[tuple[str, int]] | None = None) -> TracebackReader:
+    """Every traceback of the given log files, grouped; files in the order given. `want`:
+    exception lines whose frames to return in `found` (e.g. the remote frames Ray prints
+    after its `RayTaskError` line, which a line-by-line index does not tie to the error)."""
+    reader = TracebackReader(want)
+    for path in paths:
+        reader.read_file(path)
+    return reader
+
+
+def read_text(text: str, path: str = "<text>") -> TracebackReader:
+    """The same from text already in memory (a pasted fragment, a test)."""
+    reader = TracebackReader()
+    reader.path = path
+    for i, line in enumerate(text.splitlines(), 1):
+        reader.feed(i, line)
+    reader.finish()
+    return reader

@@ -1,0 +1,203 @@
+"""Framework adapters: what each RL post-training framework's runs look like.
+
+One module per framework family (`slime.py`, `verl.py`, `openrlhf.py`, `trl.py`,
+`ms_swift.py`), each declaring a `Framework`:
+
+  - how its logs are recognised (`log_markers`: substrings only its logs print),
+  - its metric-line grammars (names of the grammars in `triage.formats.metric_lines`),
+  - its argument sources (`arg_sources`: flags, Hydra overrides, YAML, Python config),
+  - its error wordings (`error_wordings`: catalog id, pattern, the framework file it
+    comes from; the signature probe reads them through `error_wordings()`),
+  - how a probe's missing artifact is produced there (`needs_help`: the flag or config
+    key to name in the report, overriding `triage.run.run.NEEDS_HELP`).
+
+The metric vocabulary (what `grad_norm`, `kl`, `reward`... are called in each framework)
+is data: `metrics.yaml`, one row per canonical metric, one column per framework.
+Argument names likewise: `args.yaml`. Adapters are registered through the
+`triage.framework_adapters` entry-point group (`triage.frameworks` is the group of the
+frameworks a replay relaunches, `triage/replay/frameworks.py`); adding a framework is one
+module plus a column in each data file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+from triage.errors import PlaybookError
+
+HERE = Path(__file__).parent
+ENTRY_POINT_GROUP = "triage.framework_adapters"
+
+
+@dataclass(frozen=True)
+class ErrorWording:
+    """One way a framework words a failure: the catalog id it points to, the regex, where it comes from."""
+
+    verdict: str
+    pattern: str
+    source: str  # the framework source file (repo path) that prints it
+
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+
+@dataclass(frozen=True)
+class Framework:
+    """What one framework family's runs look like (see the module docstring)."""
+
+    name: str  # the column name in metrics.yaml / args.yaml
+    title: str
+    run_names: tuple[str, ...]  # values `Run.framework` takes for runs of this family
+    log_markers: tuple[str, ...] = ()
+    metric_grammars: tuple[str, ...] = ()
+    arg_sources: tuple[str, ...] = ()
+    error_wordings: tuple[ErrorWording, ...] = ()
+    needs_help: dict[str, str] = field(default_factory=dict)
+
+    def recognise(self, text: str) -> int:
+        """How many of this framework's log markers `text` holds (0: not this framework's)."""
+        return sum(1 for marker in self.log_markers if marker in text)
+
+    def metric_names(self) -> dict[str, tuple[str, ...]]:
+        """canonical metric -> this framework's keys ("kind:key" or bare key), most specific first."""
+        out: dict[str, tuple[str, ...]] = {}
+        for canonical, row in metric_vocabulary().items():
+            cell = row.get(self.name)
+            if cell:
+                out[canonical] = tuple(cell["keys"])
+        return out
+
+    def arg_names(self) -> dict[str, tuple[str, ...]]:
+        """canonical argument -> this framework's names for it (dotted for Hydra / YAML keys)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for canonical, row in arg_vocabulary().items():
+            cell = row.get(self.name)
+            if cell:
+                out[canonical] = tuple(cell["names"])
+        return out
+
+
+def _load_table(name: str, list_key: str) -> dict[str, dict[str, dict]]:
+    path = HERE / name
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise PlaybookError(f"{path}: expected a mapping of canonical names to framework columns")
+    table: dict[str, dict[str, dict]] = {}
+    for canonical, row in raw.items():
+        if not isinstance(row, dict):
+            raise PlaybookError(f"{path}: {canonical}: expected a mapping of framework -> cell")
+        cells: dict[str, dict] = {}
+        for fw, cell in row.items():
+            if fw == "note":
+                continue
+            if not isinstance(cell, dict) or not isinstance(cell.get(list_key), list) or not cell.get("source"):
+                raise PlaybookError(f"{path}: {canonical}.{fw}: expected {{{list_key}: [...], source: ...}}")
+            cells[fw] = cell
+        table[str(canonical)] = cells
+    return table
+
+
+@lru_cache(maxsize=1)
+def metric_vocabulary() -> dict[str, dict[str, dict]]:
+    """metrics.yaml: canonical metric -> framework -> {keys: [...], source: file}."""
+    return _load_table("metrics.yaml", "keys")
+
+
+@lru_cache(maxsize=1)
+def arg_vocabulary() -> dict[str, dict[str, dict]]:
+    """args.yaml: canonical argument -> framework -> {names: [...], source: file}."""
+    return _load_table("args.yaml", "names")
+
+
+@lru_cache(maxsize=1)
+def registry() -> dict[str, Framework]:
+    """Every registered framework adapter, by name (entry-point group `triage.framework_adapters`).
+
+    The built-ins are registered in pyproject.toml exactly like a third-party package's;
+    when the package metadata is missing (a source checkout never installed), they are
+    loaded directly.
+    """
+    found: dict[str, Framework] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        fw = ep.load()
+        if not isinstance(fw, Framework):
+            raise PlaybookError(f"entry point {ep.name} ({ep.value}) is not a triage.frameworks.Framework")
+        found[fw.name] = fw
+    if not found:
+        from triage.frameworks import ms_swift, openrlhf, slime, trl, verl
+
+        for mod in (slime, verl, openrlhf, trl, ms_swift):
+            found[mod.FRAMEWORK.name] = mod.FRAMEWORK
+    return found
+
+
+def for_run(run_framework: str | None) -> Framework | None:
+    """The adapter for a `Run.framework` value (slime, miles, relax, verl, hf_trainer, ...)."""
+    if not run_framework:
+        return None
+    for fw in registry().values():
+        if run_framework == fw.name or run_framework in fw.run_names:
+            return fw
+    return None
+
+
+def detect(text: str) -> Framework | None:
+    """The framework whose log markers `text` holds most of; None when no marker is seen."""
+    best, score = None, 0
+    for fw in registry().values():
+        s = fw.recognise(text)
+        if s > score:
+            best, score = fw, s
+    return best
+
+
+def error_wordings() -> list[tuple[str, ErrorWording]]:
+    """(framework name, wording) for every registered framework: for the signature probe."""
+    return [(fw.name, w) for fw in registry().values() for w in fw.error_wordings]
+
+
+def canonical_arg_names() -> dict[str, str]:
+    """Every framework's argument name (normalised: dots kept, dashes as underscores) -> canonical name."""
+    out: dict[str, str] = {}
+    for canonical, row in arg_vocabulary().items():
+        for cell in row.values():
+            for name in cell["names"]:
+                out.setdefault(name.replace("-", "_"), canonical)
+    return out
+
+
+def framework_of_sources(run) -> str | None:  # noqa: ANN001 - a triage.run.Run
+    """A run's framework from its argument sources when its logs do not say: a TRL / HF
+    config script means the HF Trainer, a Hydra config with verl's keys verl, a launch
+    script's command the adapter whose markers it holds."""
+    a = run.artifacts
+    if getattr(a, "python_configs", None):
+        return "hf_trainer"
+    texts: list[str] = []
+    for path in list(getattr(a, "launch_scripts", []) or [])[:5] + list(getattr(a, "configs", []) or [])[:5]:
+        try:
+            with open(path, "rb") as fh:
+                texts.append(fh.read(256 << 10).decode("utf-8", "replace"))
+        except OSError:
+            continue
+    if a.command:
+        texts.append(a.command)
+    fw = detect("\n".join(texts)) if texts else None
+    if fw is None:
+        return None
+    return fw.run_names[0] if fw.run_names else fw.name
+
+
+def needs_help(run_framework: str | None, need: str, default: str | None = None) -> str | None:
+    """How a missing artifact is produced in the run's framework (the flag or config key to
+    name), falling back to `default` (the slime-worded `triage.run.run.NEEDS_HELP` entry)."""
+    fw = for_run(run_framework)
+    if fw is not None and need in fw.needs_help:
+        return fw.needs_help[need]
+    return default

@@ -1,0 +1,38 @@
+"""TRL and the HF Trainer (axolotl included): GRPOTrainer / PPOTrainer on transformers.Trainer.
+
+Metrics: `trainer_state.json` log_history, the Trainer's printed dicts
+(`{'loss': 0.1, 'grad_norm': 0.3, 'learning_rate': 1e-06, ..., 'epoch': 0.1}`,
+transformers/trainer.py `log` via ProgressCallback.on_log), `report_to` TensorBoard / W&B
+with `train/` prefixed tags. Arguments: the script's `GRPOConfig(...)` /
+`TrainingArguments(...)` keywords, `--flags` (TrlParser), axolotl's YAML.
+"""
+
+from triage.frameworks import ErrorWording, Framework
+
+FRAMEWORK = Framework(
+    name="trl",
+    title="TRL / HF Trainer / axolotl",
+    run_names=("hf_trainer", "trl", "axolotl"),
+    log_markers=("trl/trainer", "transformers/trainer.py", "GRPOTrainer", "axolotl", "'epoch': ",
+                 "trainer_state.json", "{'train_runtime'"),
+    metric_grammars=("hf_dict",),
+    arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
+    error_wordings=(
+        ErrorWording("config.batch_size_mismatch",
+                     r"The global train batch size \(.*\) must be (evenly )?divisible by the number of generations",
+                     "huggingface/trl trl/trainer/grpo_trainer.py (__init__)"),
+        ErrorWording("tokenizer.no_pad_token", r"Asking to pad but the tokenizer does not have a padding token",
+                     "huggingface/transformers src/transformers/tokenization_utils_base.py"),
+        ErrorWording("engine.oom_illegal_memory", r"an illegal memory access was encountered",
+                     "vllm-project/vllm vllm/worker/worker.py"),
+        ErrorWording("host.ram_exhausted", r"exitcode\s*:\s*-9", "pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py"),
+    ),
+    needs_help={
+        "metrics": "keep output_dir/trainer_state.json (the Trainer writes it at every save), the console log "
+                   "with its `{'loss': ...}` lines, or `report_to='tensorboard'` output",
+        "trainer_state": "keep output_dir/trainer_state.json (lower `save_steps` to get it earlier)",
+        "args": "keep the training script (its GRPOConfig(...) keywords) or the command line",
+        "hf_checkpoint": "keep `model_name_or_path` reachable from the run",
+        "rollout_dump": "rerun with `log_completions=True` (TRL logs completions to W&B / the console)",
+    },
+)

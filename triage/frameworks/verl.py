@@ -1,0 +1,47 @@
+"""verl (volcengine/verl): a Ray single controller, FSDP or Megatron workers, vLLM / SGLang rollouts.
+
+Configured by Hydra: `python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.n=8 ...`,
+with the composed config saved in `outputs/<date>/<time>/.hydra/config.yaml`. Metrics go
+to the console as `step:N - key:value - key:value` (verl/utils/logger/aggregate_logger.py,
+LocalLogger / concat_dict_to_str) behind Ray's `(TaskRunner pid=…)` prefix, and to
+TensorBoard / W&B with the same keys (`trainer.logger=['console','wandb']`).
+"""
+
+from triage.frameworks import ErrorWording, Framework
+
+FRAMEWORK = Framework(
+    name="verl",
+    title="verl",
+    run_names=("verl",),
+    log_markers=(
+        "verl.trainer", "verl/trainer", "verl/workers", "(TaskRunner pid=", "(WorkerDict pid=",
+        "actor_rollout_ref.", "global_seqlen/", "timing_s/", "critic/score/mean",
+    ),
+    metric_grammars=("verl_console",),
+    arg_sources=("hydra_overrides", "hydra_config", "launch_script"),
+    error_wordings=(
+        ErrorWording("config.batch_size_mismatch",
+                     r"(ppo_mini_batch_size|train_batch_size).*(divisible|must be|should be)|"
+                     r"real_train_batch_size .* must be divisible",
+                     "volcengine/verl verl/trainer/ppo/ray_trainer.py (_validate_config) / verl/workers/fsdp_workers.py"),
+        ErrorWording("engine.oom_illegal_memory", r"CUDA error: an illegal memory access was encountered",
+                     "volcengine/verl verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py"),
+        ErrorWording("memory.colocate_second_step",
+                     r"free_cache_engine|wake_up.*(out of memory|OutOfMemory)|sleep mode.*memory",
+                     "volcengine/verl verl/workers/sharding_manager/fsdp_vllm.py"),
+        ErrorWording("host.ram_exhausted", r"Task was killed due to the node running low on memory",
+                     "ray-project/ray python/ray/_private/memory_monitor.py"),
+        ErrorWording("sched.insufficient_gpus", r"Total available GPUs \d+ is less than total desired GPUs \d+",
+                     "volcengine/verl verl/single_controller/ray/base.py (ResourcePoolManager)"),
+    ),
+    needs_help={
+        "metrics": "keep the driver log with its `step:N - key:value` lines, or run with "
+                   "`trainer.logger=['console','tensorboard']` and keep `tensorboard_log/`",
+        "args": "keep the launch script or the Hydra output `outputs/<date>/<time>/.hydra/config.yaml`",
+        "rollout_dump": "rerun with `trainer.rollout_data_dir=<dir>` (verl dumps each step's rollouts as JSONL)",
+        "checkpoint": "keep `trainer.default_local_dir` (global_step_N/actor) reachable from the run",
+        "hf_checkpoint": "keep the `actor_rollout_ref.model.path` directory reachable from the run",
+        "flight_recorder": "rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 in "
+                           "`+ray_kwargs.ray_init.runtime_env.env_vars`",
+    },
+)

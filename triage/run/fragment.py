@@ -1,0 +1,125 @@
+"""Runs as users have them: a single file (`triage run job.log`) or a pasted fragment (`triage run -`).
+
+A single file is the whole run: nothing else in its folder is read, and paths its
+arguments name are not looked up beside it. What the file is decides what it stands
+for: a job log (the default), `trainer_state.json`, a JSONL metric file, a TensorBoard
+event file, a W&B `.wandb` file, a launch script, a training script building
+`GRPOConfig(...)`, a YAML config.
+
+A fragment (standard input, or text the Slack service received) is written to a private
+temporary directory and triaged as a one-log run; the report's notes say it was a
+fragment. Its size is bounded, it must hold text, and no line may exceed the scanner's
+line limit: a 10 MB single line is not a log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import BinaryIO
+
+from triage.errors import BadInput, RunNotFound, UnsafeRunRef
+from triage.run.discover import Artifacts
+from triage.run.manifest import Manifest
+from triage.run.run import Run
+
+MAX_FRAGMENT_BYTES = 64 << 20  # what standard input or a pasted message may hold
+MAX_FRAGMENT_LINE_BYTES = 1 << 20  # slime_log.MAX_LINE_BYTES: a longer line is not a log line
+FRAGMENT_NOTE = ("the input was a fragment ({what}, {lines} lines), not a run directory: triaged for what it "
+                 "holds; artifacts it does not include (other logs, dumps, checkpoints) were not checked")
+SINGLE_FILE_NOTE = "the run is the single file {name}: nothing else in its folder was read"
+
+
+def _kind_of(path: Path) -> str:
+    """Which artifact kind a lone file stands for."""
+    name = path.name
+    if name == "trainer_state.json":
+        return "trainer_states"
+    if name.startswith("events.out.tfevents."):
+        return "tensorboard"
+    if name.endswith(".wandb"):
+        return "wandb_runs"
+    if name.endswith(".jsonl"):
+        return "metric_jsonl"
+    if name.endswith(".sh"):
+        return "launch_scripts"
+    if name.endswith((".yaml", ".yml")):
+        return "configs"
+    if name.endswith(".py"):
+        return "python_configs"
+    return "logs"
+
+
+def open_file_run(ref: str, roots: list[Path] | None = None) -> Run:
+    """The run that is the one file `ref` names (a log, unless its name says otherwise)."""
+    path = Path(ref).expanduser()
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+    except OSError as exc:
+        raise RunNotFound(f"cannot open {ref}: {exc.strerror or exc}") from None
+    if roots and not any(real == r or r in real.parents for r in roots):
+        raise UnsafeRunRef(f"{ref} is outside the runs root ({', '.join(map(str, roots))})")
+    if not real.is_file():
+        raise RunNotFound(f"{ref} is not a regular file or a run directory")
+    artifacts = Artifacts()
+    getattr(artifacts, _kind_of(real)).append(real)
+    run = Run(ref=ref, root=real, manifest=Manifest(), artifacts=artifacts, allowed_roots=(real,))
+    run.notes.append(SINGLE_FILE_NOTE.format(name=real.name))
+    return run
+
+
+def _check_fragment(data: bytes, what: str) -> None:
+    if len(data) > MAX_FRAGMENT_BYTES:
+        raise BadInput(f"{what} holds more than {MAX_FRAGMENT_BYTES >> 20} MB: save it to a file and run "
+                       "`triage run FILE` (a log file is streamed, whatever its size)")
+    if not data.strip():
+        raise BadInput(f"{what} is empty: paste a log fragment (`triage run - < job.log`) or give a run directory")
+    if b"\x00" in data[:1 << 16]:
+        raise BadInput(f"{what} is binary (it holds NUL bytes), not a log")
+    start = 0
+    n = len(data)
+    while start < n:
+        nl = data.find(b"\n", start)
+        end = n if nl < 0 else nl
+        if end - start > MAX_FRAGMENT_LINE_BYTES:
+            raise BadInput(f"{what} holds a single line of {end - start} bytes (the limit is "
+                           f"{MAX_FRAGMENT_LINE_BYTES >> 20} MB per line): not a log")
+        start = end + 1
+
+
+def _safe_name(name: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name or "fragment").name).strip("._") or "fragment"
+    if not base.endswith((".log", ".txt", ".out", ".err")):
+        base += ".log"
+    return base[:100]
+
+
+def open_bytes_run(data: bytes, name: str = "fragment.log", what: str = "the fragment") -> Run:
+    """A run made of one pasted fragment (bytes); BadInput (one line) when it cannot be a log."""
+    _check_fragment(data, what)
+    tmp = Path(tempfile.mkdtemp(prefix="triage-fragment-"))
+    path = tmp / _safe_name(name)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    artifacts = Artifacts(logs=[path])
+    run = Run(ref=name, root=tmp, manifest=Manifest(), artifacts=artifacts, allowed_roots=(tmp,))
+    weakref.finalize(run, shutil.rmtree, str(tmp), True)  # removed with the run, or at exit
+    run.notes.append(FRAGMENT_NOTE.format(what=what, lines=data.count(b"\n") + (0 if data.endswith(b"\n") else 1)))
+    run.is_fragment = True  # type: ignore[attr-defined]
+    return run
+
+
+def open_text_run(text: str, name: str = "fragment.log") -> Run:
+    """A run made of a log fragment given as text: what the Slack service calls for an uploaded
+    file or a pasted message (`name`: the file's name, shown in the report)."""
+    return open_bytes_run(text.encode("utf-8", "replace"), name, what=f"the text {name!r}")
+
+
+def open_stdin_run(stream: BinaryIO) -> Run:
+    """`triage run -`: the fragment on standard input, read up to MAX_FRAGMENT_BYTES (+1 to tell)."""
+    data = stream.read(MAX_FRAGMENT_BYTES + 1)
+    return open_bytes_run(data, "stdin.log", what="standard input")
