@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -797,15 +798,15 @@ _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40
 _IGNORED = re.compile(r"^(?:node:|bundle|object_store_memory|accelerator_type:)|_group_")
 
 
+@dataclass(frozen=True)
 class Demand:
     """One resource request that waits: a bundle (or a whole group) and where it was read."""
 
-    def __init__(self, resources: dict[str, float], kind: str, where: str, text: str, how: str) -> None:
-        self.resources = resources
-        self.kind = kind  # "infeasible" (Ray: no node type can fulfil it) | "pending"
-        self.where = where
-        self.text = text
-        self.how = how
+    resources: dict[str, float]
+    kind: str  # "infeasible" (Ray: no node type can fulfil it) | "pending"
+    where: str
+    text: str
+    how: str  # in words: "the resource request", "slime's placement group of 8 bundles {GPU: 1, CPU: 1}", ...
 
     def words(self) -> str:
         return f"{self.how} ({', '.join(_amount(k, v) for k, v in self.resources.items())} in all)"
@@ -814,11 +815,13 @@ class Demand:
         return {"resources": self.resources, "kind": self.kind, "how": self.how, "where": self.where, "text": self.text[:300]}
 
 
+@dataclass
 class PlacementScan:
-    def __init__(self) -> None:
-        self.demands: list[Demand] = []
-        self.capacity: dict[str, float] = {}
-        self.capacity_from: dict[str, str] = {}
+    """The requests that wait, and the cluster's resources with where each total was read."""
+
+    demands: list[Demand] = field(default_factory=list)
+    capacity: dict[str, float] = field(default_factory=dict)
+    capacity_from: dict[str, str] = field(default_factory=dict)
 
     def have(self, res: str, total: float, where: str, *, override: bool = False) -> None:
         if override or res not in self.capacity:

@@ -36,6 +36,7 @@ from triage.formats.tracebacks import (
     read_tracebacks,
 )
 from triage.probe import Cost, Probe
+from triage.thresholds import threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -146,8 +147,19 @@ class CrashLocation(Probe):
         base: dict[str, Any] = {"tracebacks": reader.chains, "distinct_errors": len(groups)}
         if not groups:
             return self._fatal_line_only(run, base)
-        causes = [g for g in groups if not _is_cascade(g.first)]
-        chosen = causes[0] if causes else groups[0]
+        went_on = threshold("symptom.survived_after")
+
+        def survived(g: ChainGroup) -> bool:
+            """The job logged several more steps (or rollouts) after this error: it did not stop there."""
+            last_step, last_rollout = reader.final_records.get(g.first.path, (None, None))
+            c = g.first
+            return any(final is not None and final - (at if at is not None else -1) > went_on
+                       for final, at in ((last_step, c.last_step), (last_rollout, c.last_rollout)))
+
+        fatal = [g for g in groups if not survived(g)] or groups
+        causes = [g for g in fatal if not _is_cascade(g.first)]
+        chosen = causes[0] if causes else fatal[0]
+        base["survived_errors"] = [_group_evidence(g) for g in groups if g not in fatal][:5]
         hidden = [_group_evidence(g) for g in groups if g is not chosen and _order(run, g.first) > _order(run, chosen.first)
                   and _is_cascade(g.first)]
         chain = chosen.first

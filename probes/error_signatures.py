@@ -8,9 +8,17 @@ cascade, so the rule is:
 
 1. the earliest line (in log order) matched by a *root* signature decides;
 2. only when no root signature matches does the earliest *cascade* signature (NCCL
-   abort / collective timeout) decide;
+   abort / collective timeout) decide, and only when no unlisted error came before it
+   (then that error is the one to locate: `other_error`);
 3. with no signature at all, the earliest traceback or fatal error line is
    `other_error`, quoted in the evidence; with none of those, `none`.
+
+A process killed from outside is decided by what says why (`KILL_FAMILY`): memory named
+anywhere (the kernel's OOM killer, a cgroup OOM kill, Ray's memory monitor) is
+`host_oom_killed`; else the scheduler's own message or a SIGTERM is `sched_ended`; a bare
+SIGKILL is only `killed`, which is not memory evidence. Hardware signatures marked
+`one_node` count only when their lines come from one node. Each pattern names the
+framework source of its wording, quoted in the evidence with the rank and node.
 
 "Log order" is (position of the file in the run's log list, line number): the line
 order within a file is the only order every log format keeps (traceback lines carry
@@ -49,6 +57,7 @@ OUTCOMES = (
     "disk_full",
     "version_mismatch",
     "sample_too_long",
+    "batch_size_mismatch",
     "nccl_abort",
     "illegal_memory_access",
     "engine_port_conflict",
@@ -550,6 +559,7 @@ _SUMMARY = {
     "disk_full": "a filesystem was full",
     "version_mismatch": "a package called an API its installed dependency does not have",
     "sample_too_long": "a sample was longer than a hard token budget",
+    "batch_size_mismatch": "the framework refused its batch sizes",
 }
 
 
@@ -666,6 +676,9 @@ class ErrorSignatures(Probe):
             f"{_SUMMARY[sig.outcome][0].upper()}{_SUMMARY[sig.outcome][1:]}: "
             f"`{short(chosen.line.text)}` at {chosen.line.where()}{_who(chosen.line)}{cascade_note}."
         )
+        details = _details(run, sig.outcome, same)
+        if "confirm" in details:
+            summary += f" To tell memory from a scheduler: {details['confirm']}."
         return self.observe(
             sig.outcome,
             summary,
@@ -683,6 +696,6 @@ class ErrorSignatures(Probe):
             last_where=same[-1].line.where(),
             also_seen=also_seen,
             rule="the earliest root error decides; NCCL aborts and timeouts decide only when nothing else explains them",
-            **_details(run, sig.outcome, same),
+            **details,
             **base,
         )

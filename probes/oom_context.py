@@ -142,6 +142,8 @@ MEMORY_LINE = re.compile(
     r"memory reserved \(GB\): [\d.]+, device memory used/total \(GB\): (?P<vused>[\d.]+)/",
     re.I,
 )
+# The phases that measure what a release left behind (preferred over the busy phases).
+AFTER_RELEASE = re.compile(r"after (?:offload|release|sleep)|before (?:wake|onload|resume)", re.I)
 _RANK_IN = re.compile(r"\[Rank (\d+)\]")
 
 
@@ -177,13 +179,14 @@ def release_leak(run: Run, oom: SignatureMatch) -> dict[str, Any] | None:
         if len(points) < min_cycles:
             continue
         values = [v for v, _ in points]
-        rises = sum(1 for a, b in zip(values, values[1:]) if b > a)
         falls = sum(1 for a, b in zip(values, values[1:]) if b < a)
         growth = values[-1] - values[0]
-        if growth < min_growth or falls > 0 or rises < (len(values) - 1) * 0.75:
+        if growth < min_growth or falls > 0:  # never given back, and grown past allocator noise
             continue
-        if best is None or growth > best["growth_gb"]:
+        released = bool(AFTER_RELEASE.search(key))
+        if best is None or (released, growth) > (best["after_release"], best["growth_gb"]):
             best = {
+                "after_release": released,
                 "phase": key,
                 "used_gb": [round(v, 2) for v in values],
                 "cycles": len(values),

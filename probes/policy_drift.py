@@ -207,7 +207,7 @@ class PolicyDrift(Probe):
         if growing is not None and "growing_drift" in self.outcomes:  # PENDING-EDGES guard
             ev["growing_gap"] = growing
             return self.observe(
-                # "growing_drift",  # PENDING-EDGES: declared once playbooks/drift.yaml has its edge
+                "growing_drift",
                 f"The trainer-engine log-prob gap grows across rollouts instead of staying constant: "
                 f"{judged.key} rises from a median of {growing['early_median']:.3g} to "
                 f"{growing['recent_median']:.3g} ({growing['growth']:.1f}x) over {growing['records']} records "

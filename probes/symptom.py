@@ -22,9 +22,10 @@ most to the least decisive:
    ppo_kl / kl_loss != 0 at step 0, or |log_probs| per token at or above the guides'
    0.8 (`step1_invariants`' own bars, so the symptom and the probe never disagree).
 6. `nonfinite` — NaN / Inf in loss, grad_norm, rewards or log-probs.
-7. `grad_explosion` — grad_norm spikes (robust z, > 100) or sustained growth (> 10), or
-   loss spikes of 2x and more.
-8. `truncation` — most responses hit the length limit (ratio > 0.8).
+7. `grad_explosion` — grad_norm spikes (robust z, leaving the guide's healthy 0.001–1.0;
+   or > 100) or sustained growth (> 10), or loss spikes of 2x and more.
+8. `truncation` — the truncated / clipped ratio is above 0.8 (most responses hit the
+   length limit, or the metric counts turn terminators as clipping).
 9. `policy_drift` — entropy collapse, KL blow-up, aggressive clipping, stale or
    mismatched log-probs, length hacking. (Before a flat reward: a collapsed policy's
    groups get identical rewards as a consequence.)
@@ -329,9 +330,10 @@ class Symptom(Probe):
 
     def _truncation(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
         obs = self._run(Truncation(), run)
-        if obs is None or obs.outcome != "mostly_truncated":
+        # a clipped ratio near 1 is the symptom the user sees, whether or not the metric counts right
+        if obs is None or obs.outcome not in ("mostly_truncated", "false_truncation"):
             return None
-        return {"reason": obs.summary.rstrip("."), "confidence": obs.confidence,
+        return {"reason": obs.summary.rstrip("."), "confidence": obs.confidence, "probe_outcome": obs.outcome,
                 **{k: obs.evidence[k] for k in ("metric", "ratio", "limit") if k in obs.evidence}}
 
     def _reward(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:

@@ -154,8 +154,9 @@ class Truncation(Probe):
                 steps_over_threshold=[int(s) for s in r.steps[r.values > p.threshold][:20]],
             )
             if med > p.threshold:
-                false = self._false_truncation(run, p, limit, max_lengths, ev)
-                if false is not None and "false_truncation" in self.outcomes:  # PENDING-EDGES guard
+                false = (self._false_truncation(run, p, limit, max_lengths, ev)
+                         if "false_truncation" in self.outcomes else None)  # PENDING-EDGES guard
+                if false is not None:
                     return false
                 return self.observe(
                     "mostly_truncated",

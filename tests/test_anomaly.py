@@ -156,3 +156,11 @@ def test_evidence_number_is_json_safe():
     assert evidence_number(math.nan) == "nan"
     assert evidence_number(-math.inf) == "-inf"
     assert evidence_number(0.123456789) == 0.123457
+
+
+def test_a_spike_must_also_leave_the_healthy_range_when_a_floor_is_given():
+    values = np.concatenate([noisy(30, 0.01, 0.0005, 21), [0.4], noisy(10, 0.01, 0.0005, 22)])
+    assert [s.index for s in find_spikes(values, window=10, z_threshold=6, min_ratio=5)] == [30]
+    assert find_spikes(values, window=10, z_threshold=6, min_ratio=5, floor=1.0) == []
+    values[30] = 4.0
+    assert [s.index for s in find_spikes(values, window=10, z_threshold=6, min_ratio=5, floor=1.0)] == [30]

@@ -248,3 +248,55 @@ def test_normalised_signature_masks_numbers_paths_and_addresses():
     a = normalise("tensor at 0x7f51a2b3c4d0 on rank 3: /root/ckpt/iter_0000012/x.pt has 4096 rows")
     b = normalise("tensor at 0x7f00deadbeef on rank 17: /mnt/other/iter_0000099/y.pt has 8192 rows")
     assert a == b
+
+
+@pytest.mark.parametrize(("name", "log", "component", "exc", "rank", "node", "frame", "when"), COMPONENTS,
+                         ids=[c[0] for c in COMPONENTS])
+def test_each_component_crash_walks_to_crash_unrecognized(tmp_path, capsys, name, log, component, exc, rank, node, frame, when):
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    code = main(["run", str(tmp_path), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "crash.unrecognized", [(s["node"], s["outcome"]) for s in report["path"]]
+    assert code == 0
+    located = next(s for s in report["path"] if s["probe"] == "crash_location")
+    ev = located["evidence"]
+    assert (ev["component"], ev["exception_type"], ev["rank"], ev["node"], ev[when[0]]) == (component, exc, rank, node, when[1])
+    assert ev["frame"].endswith(f"in {frame}")
+
+
+def test_a_traceback_cut_mid_way_is_still_located(tmp_path):
+    # a pasted fragment that stops inside the frames (issue threads often cut the paste there)
+    cut = "\n".join(DATA.splitlines()[:-3]) + "\n"
+    _, obs = locate(tmp_path, cut)
+    assert obs.outcome == "located"
+    ev = obs.evidence
+    assert ev["exception_type"] is None and "cut before its exception" in ev["exception"]
+    assert ev["component"] == "data loading"
+    assert ev["frame"].endswith("in __getitem__")
+
+
+def test_a_gzipped_log_is_read_the_same(tmp_path):
+    import gzip
+
+    with gzip.open(tmp_path / "job.log", "wt", encoding="utf-8") as fh:  # gzip content, as rotated logs are kept
+        fh.write(REWARD)
+    obs = CrashLocation().examine(open_run(str(tmp_path)))
+    assert obs.evidence["component"] == "reward function"
+    assert obs.evidence["where"].endswith(f"job.log:{len(REWARD.splitlines())}")
+
+
+def test_an_error_the_job_survived_is_not_the_crash(tmp_path):
+    survived = (
+        "(RolloutManager pid=2290, ip=10.0.0.10) Traceback (most recent call last):\n"
+        '(RolloutManager pid=2290, ip=10.0.0.10)   File "/root/slime/slime/utils/http_utils.py", line 120, in post\n'
+        "(RolloutManager pid=2290, ip=10.0.0.10) ConnectionError: engine 3 did not answer (will retry)\n"
+    )
+    later = "".join(f"({TRAIN}) [2026-08-01 10:0{6 + i}:00] model.py:918 - step {6 + i}: {{'train/loss': 0.01}}\n" for i in range(3))
+    _, obs = locate(tmp_path, SLIME_HEAD + survived + later + TRAINER[len(SLIME_HEAD):])
+    ev = obs.evidence
+    assert ev["exception_type"] == "KeyError"
+    assert [e["exception"] for e in ev["survived_errors"]] == ["ConnectionError: engine 3 did not answer (will retry)"]

@@ -479,3 +479,18 @@ def test_frames_after_a_ray_envelope_count_as_the_errors_own(tmp_path):
     obs = examine(tmp_path, log)
     assert obs.outcome == "version_mismatch", obs.summary
     assert any("vllm/entrypoints/llm.py" in f for f in obs.evidence["frames"])
+
+
+BATCH_WORDINGS = [
+    # verl-project/verl verl/workers/fsdp_workers.py
+    "(WorkerDict pid=812, ip=10.0.0.5) AssertionError: ppo_mini_batch_size 0 should be larger than 0 after normalization\n",
+    # huggingface/trl trl/trainer/grpo_trainer.py
+    "[rank0]: ValueError: The global train batch size (8 x 1) must be evenly divisible by the number of generations per "
+    "prompt (3). Given the current train batch size, the valid values for the number of generations are: [2, 4, 8].\n",
+]
+
+
+@pytest.mark.parametrize("block", BATCH_WORDINGS, ids=["verl", "trl"])
+def test_batch_arithmetic_in_verl_and_trl_wording(tmp_path, block):
+    obs = examine(tmp_path, HEAD + block)
+    assert obs.outcome == "batch_size_mismatch", obs.summary

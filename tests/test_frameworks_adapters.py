@@ -14,7 +14,7 @@ import yaml
 from triage import frameworks
 from triage.formats.slime_log import scan_logs
 from triage.frameworks import ErrorWording, Framework
-from triage.metrics import CANONICAL, Metrics
+from triage.metrics import CANONICAL
 from triage.run.fragment import open_file_run
 
 HERE = Path(__file__).parent

@@ -46,6 +46,28 @@ def user_file(tmp_path: Path, entry: str) -> Path:
     return path
 
 
+def versions_graph(tmp_path: Path):
+    """A one-node playbook directory of our own: the known_bugs node as garbled.yaml would use it."""
+    d = tmp_path / "playbooks"
+    d.mkdir()
+    (d / "entry.yaml").write_text(textwrap.dedent("""
+        playbook: entry
+        entry: versions
+        nodes:
+          versions:
+            probe: known_bugs
+            params: {verdicts: [engine.version_regression]}
+            ask: Is the engine's version in a known-bad range?
+            on:
+              match: verdict:engine.version_regression
+              no_match: verdict:inconclusive
+              unavailable: verdict:inconclusive
+              error: verdict:inconclusive
+    """))
+    write_catalog(d)
+    return load_graph(d, probes={"known_bugs": KnownBugs})
+
+
 GOOD_ENTRY = """\
 - id: vllm-mine-1
   package: vllm
@@ -187,25 +209,40 @@ def test_user_file_changes_the_cache_key(tmp_path, monkeypatch):
 
 
 def test_probe_in_a_playbook_reaches_engine_version_regression(tmp_path):
-    d = tmp_path / "playbooks"
-    d.mkdir()
-    (d / "entry.yaml").write_text(textwrap.dedent("""
-        playbook: entry
-        entry: versions
-        nodes:
-          versions:
-            probe: known_bugs
-            params: {verdicts: [engine.version_regression]}
-            ask: Is the engine's version in a known-bad range?
-            on:
-              match: verdict:engine.version_regression
-              no_match: verdict:inconclusive
-              unavailable: verdict:inconclusive
-              error: verdict:inconclusive
-    """))
-    write_catalog(d)
-    graph = load_graph(d, probes={"known_bugs": KnownBugs})
+    graph = versions_graph(tmp_path)
     report = triage_run(open_run(str(EXAMPLE)), graph, executor=LocalExecutor())
     assert report.root_cause.id == "engine.version_regression"
     step = report.path[0]
     assert step.evidence["matches"][0]["fixed"] == "0.5.10"
+
+
+def test_run_without_versions_says_so_in_coverage_and_not_checked(tmp_path):
+    (tmp_path / "run").mkdir()
+    run = run_with(tmp_path / "run", "")
+    report = triage_run(run, versions_graph(tmp_path), executor=LocalExecutor())
+    assert report.root_cause.id == "inconclusive"  # no versions is never evidence
+    assert report.coverage.versions_note.startswith("no version information")
+    missing = report.not_checked[0]
+    assert missing.artifact == "versions" and "pip freeze" in (missing.command or "")
+
+
+def test_bad_file_on_the_environment_variable_is_refused_at_graph_load(tmp_path, monkeypatch):
+    from triage.errors import BadInput
+
+    monkeypatch.setenv(ENV, str(user_file(tmp_path, GOOD_ENTRY.replace('">=0.8.0,<0.8.5"', '"0.8"'))))
+    with pytest.raises(BadInput) as exc:
+        KnownBugs.parse_params({"verdicts": ["engine.version_regression"]}, "garbled.yaml: node 'known_bugs'")
+    assert "entry 'vllm-mine-1': affected '0.8' is not a version range" in str(exc.value)
+
+
+def test_triage_run_with_a_user_file_reports_its_entry(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(ENV, "")  # recorded, so the variable --known-bugs sets is undone after the test
+    mine = GOOD_ENTRY.replace("vllm-mine-1", "sglang-mine-1").replace("package: vllm", "package: sglang").replace(
+        '">=0.8.0,<0.8.5"', '"==0.5.9"').replace('fixed: "0.8.5"', 'fixed: "0.5.10"')
+    path = user_file(tmp_path, mine)
+    assert main(["run", str(EXAMPLE), "--json", "--no-cache", "--known-bugs", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "engine.version_regression"
+    step = next(s for s in report["path"] if s["probe"] == "known_bugs")
+    assert {m["id"] for m in step["evidence"]["matches"]} == {"sglang-slime-1853", "sglang-mine-1"}
+    assert str(path) in step["evidence"]["index"]["files"]

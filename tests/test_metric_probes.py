@@ -749,3 +749,61 @@ def test_lr_plausible_when_a_run_above_10_never_jumps(tmp_path):
     obs = examine(LrSchedule(), slime_run(tmp_path, s))
     assert obs.outcome == "plausible"
     assert "relative_onset" not in obs.evidence.get("grad_norm", {})
+
+
+# --- field ids: groups too small, a truncation metric that miscounts ------------------------------
+
+
+def test_reward_degenerate_groups_of_one_sample(tmp_path):
+    # one completion per prompt (om-ai-lab/VLM-R1#71): reward_std and grad_norm NaN from step 1
+    s = noisy_series(12, seed=31, per_prompt=1)
+    s["grad_norm"] = np.full(12, math.nan)
+    assert np.isnan(s["reward_std"]).all()  # what torch's unbiased std of one sample gives
+    obs = examine(RewardSignal(), hf_run(tmp_path, s, manifest={"args": {"num_generations": 1}}))
+    assert obs.outcome == "degenerate_groups"
+    assert obs.evidence["group_size"] == {"arg": "num_generations", "value": 1}
+    assert obs.evidence["reward_std"]["nonfinite"] == 12 and obs.evidence["reward_std"]["nonfinite_at_first_step"]
+    assert obs.evidence["grad_norm"]["nonfinite_at_first_step"] is True
+    assert "single sample" in obs.summary
+
+
+def test_reward_degenerate_groups_of_two_samples(tmp_path):
+    # two completions per prompt: with a 0/1 reward at least half the groups are equal, whatever p
+    s = noisy_series(20, seed=32, prompts=16, per_prompt=2)
+    assert np.median(s["frac_zero_std"]) >= 0.5
+    obs = examine(RewardSignal(), hf_run(tmp_path / "g2", s, manifest={"args": {"num_generations": 2}}))
+    assert obs.outcome == "degenerate_groups"
+    assert obs.evidence["zero_std_fraction"]["median"] >= 0.5
+    assert "only 2 samples" in obs.summary
+    # the same groups with 8 samples each are an ordinary, improving run
+    s8 = noisy_series(20, seed=32, prompts=16, per_prompt=8)
+    obs = examine(RewardSignal(), hf_run(tmp_path / "g8", s8, manifest={"args": {"num_generations": 8}}))
+    assert obs.outcome == "improving"
+
+
+def _truncation_log(tmp_path, endings: list[str]):
+    from metric_runs import slime_metrics_log
+
+    s = noisy_series(20, seed=33)
+    s["truncated_ratio"] = np.clip(s["truncated_ratio"] + 0.93, 0, 1)
+    log = slime_metrics_log(s)
+    for i, end in enumerate(endings):
+        log.finish_rollout("<|user|>\nWhat is 6*7?<|end|>\n<|assistant|>\n", f"6*7 = 42. The answer is 42.{end}",
+                           label="42", reward=1.0)
+    log.write(tmp_path)
+    return open_run(str(tmp_path))
+
+
+def test_truncation_false_when_texts_end_on_the_turn_terminator(tmp_path):
+    # huggingface/trl#7039: completions that ended on <|end|> counted as clipped
+    obs = examine(Truncation(), _truncation_log(tmp_path / "end", ["<|end|>"] * 6))
+    assert obs.outcome == "false_truncation"
+    assert obs.evidence["text_endings"]["end_on_terminator"] == 6
+    assert obs.evidence["text_endings"]["terminators"] == ["<|end|>"]
+    assert "below rollout_max_response_len=1024" in obs.summary
+
+
+def test_truncation_real_when_texts_run_on(tmp_path):
+    obs = examine(Truncation(), _truncation_log(tmp_path / "cut", [" Let me also check"] * 6))
+    assert obs.outcome == "mostly_truncated"
+    assert obs.evidence["text_endings"]["end_on_terminator"] == 0

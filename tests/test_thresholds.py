@@ -216,8 +216,18 @@ def test_planted_grad_norm_growth(tmp_path):
 def test_planted_flat_reward(tmp_path):
     rng = np.random.default_rng(0)
     _s, run = planted(tmp_path, raw_reward=lambda r: 0.3 + 0.03 * rng.standard_normal(r.size))
+    obs = reward_signal.RewardSignal().examine(run)
+    assert obs.outcome == "flat" and obs.summary.startswith("The reward varies but never improves")
+    # a reward that varies carries a signal: the health check passes, and says what it saw
     r = reward_signal.check(run)
-    assert r.available and not r.passed and r.detail.startswith("The reward varies but never improves")
+    assert r.available and r.passed and r.detail == obs.summary
+
+
+def test_planted_reward_always_zero(tmp_path):
+    _s, run = planted(tmp_path, raw_reward=lambda r: np.zeros(r.size), zero_std_0=lambda z: np.full(z.size, 8.0),
+                      zero_std_1=lambda z: np.zeros(z.size))
+    r = reward_signal.check(run)
+    assert r.available and not r.passed and "exactly 0" in r.detail
 
 
 def test_planted_truncation(tmp_path):
@@ -260,3 +270,13 @@ def test_planted_lr_too_high(tmp_path):
     _s, run = planted(tmp_path, lr=lr, grad_norm=grow)
     r = lr_schedule.check(run)
     assert r.available and not r.passed and "reaches its peak" in r.detail
+
+
+def test_a_check_result_is_consistent():
+    with pytest.raises(ValueError):
+        CheckResult("grad_norm", False, True, 3, 6, "only 3 records")
+    with pytest.raises(ValueError):
+        CheckResult("grad_norm", True, None, 6, 6, "ran")
+    r = CheckResult("grad_norm", False, None, 3, 6, "only 3 records")
+    assert r.as_evidence() == {"name": "grad_norm", "available": False, "passed": None, "records": 3, "needed": 6,
+                               "detail": "only 3 records"}

@@ -5,11 +5,40 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from triage.errors import BadInput, TriageError
 from triage.executor import Executor
 from triage.graph import DecisionGraph, load_graph
 from triage.report import Report, build_report
 from triage.run import Run, open_run
 from triage.walker import walk
+
+
+RUN_EVIDENCE = ("trainer_states", "rollout_dumps", "train_dumps", "checkpoints", "hf_checkpoints",
+                "engine_weights", "flight_recorder", "tensorboard", "wandb_runs", "metric_jsonl")
+
+
+def recognisable(run: Run) -> bool:
+    """Whether anything the run holds reads as a training job's: more than text files by their names.
+
+    A folder of unrelated text (`triage run /etc`) has files named like logs, but no metric
+    record, argument, traceback, error line or framework marker in them: that is not a run.
+    """
+    kinds = run.artifacts.kinds()
+    if any(kinds.get(k) for k in RUN_EVIDENCE) or run.engines:
+        return True
+    if run.args:
+        return True
+    try:
+        if len(run.versions):  # a pasted `pip list` / `pip show` is about the run's environment
+            return True
+    except TriageError:
+        pass
+    if not run.artifacts.logs:
+        return False
+    log = run.log
+    return bool(log.framework != "unknown" or not log.metrics.empty() or log.arguments or log.command_line
+                or log.errors or log.tracebacks or log.finish_rollouts or log.placement_group_waits
+                or log.first_timestamp or getattr(log, "unparsed_metric_lines", 0))
 
 
 def triage_run(
@@ -19,11 +48,22 @@ def triage_run(
 ) -> Report:
     started = time.perf_counter()
     graph = graph or load_graph()
+    if not recognisable(run):
+        files = ", ".join(str(p.relative_to(run.root)) if p.is_relative_to(run.root) else p.name
+                          for p in run.artifacts.logs[:3])
+        raise BadInput(f"nothing in {run.root} reads as a training run: {files or 'no file'} held no metric record, "
+                       "argument, traceback, error line, timestamp or framework marker (expected a job log, "
+                       "trainer_state.json, dumps, checkpoints, TensorBoard / W&B files or a triage.yaml)")
     notes = []
     if run.status == "running":
         notes.append("the job is still running: triaged on what it has written so far")
     if run.artifacts.logs and run.log.truncated_tail:
         notes.append("the log ends mid-line (still being written, or cut): its last line was read as far as it goes")
+    if run.artifacts.logs and run.log.skipped_long_lines:
+        from triage.formats.slime_log import MAX_LINE_BYTES
+
+        notes.append(f"{run.log.skipped_long_lines} log line(s) longer than {MAX_LINE_BYTES >> 20} MB "
+                     f"(MAX_LINE_BYTES) skipped, not read, in {', '.join(run.log.files[:3])}")
     result = walk(graph, run, executor)
     return build_report(graph, run, result, time.perf_counter() - started, notes + run.report_notes() + list(run.skipped))
 

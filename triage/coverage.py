@@ -12,8 +12,8 @@ A verdict is only as good as what it stood on, so every report carries this sect
   with their record counts when the `healthy` gate ran;
 - `versions`: the package versions read, or a note that none was found.
 
-`confidence_factor` scales the verdict's confidence by how much of the evidence the
-walk needed was actually read.
+`confidence_factor` scales the verdict's confidence down for each thing that looked like
+evidence but was not understood.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from triage.errors import TriageError
 from triage.finding import ERROR, UNAVAILABLE, Finding
 
 MAX_SAMPLES = 3
+UNREAD_PENALTY = 0.9  # the same step as one probe that could not run (report.UNCHECKED_STEP_PENALTY)
+MAX_UNREAD_PENALTIES = 3
 
 
 class Coverage(BaseModel):
@@ -58,7 +60,8 @@ def _logs(run: Any, root: str) -> tuple[list[dict[str, Any]], list[str]]:
     gaps = []
     unparsed = getattr(log, "unparsed_metric_lines", 0)
     if unparsed:
-        samples = "; ".join(f"`{s[:160]}`" for s in getattr(log, "unparsed_samples", [])[:MAX_SAMPLES])
+        prefix = root.rstrip("/") + "/"
+        samples = "; ".join(f"`{s.replace(prefix, '')[:200]}`" for s in getattr(log, "unparsed_samples", [])[:MAX_SAMPLES])
         gaps.append(f"{unparsed} line{'s' if unparsed != 1 else ''} look like metric records but no parser "
                     f"recognised them" + (f": {samples}" if samples else ""))
     if getattr(log, "skipped_long_lines", 0):
@@ -113,11 +116,8 @@ def build_coverage(run: Any, findings: list[Finding]) -> Coverage:
 
 
 def confidence_factor(cov: Coverage) -> float:
-    """How much of what the walk needed it could read: 1 when every probe ran."""
-    if not cov.checks:
-        return 1.0
-    ran = cov.checks_ran / len(cov.checks)
-    factor = 0.5 + 0.5 * ran
-    if not cov.metrics:
-        factor *= 0.9
-    return round(factor, 3)
+    """Each thing that looked like evidence but was not understood lowers the confidence (at most three).
+
+    Probes that could not run are already counted by the walk (`report.UNCHECKED_STEP_PENALTY`).
+    """
+    return round(UNREAD_PENALTY ** min(MAX_UNREAD_PENALTIES, len(cov.not_understood)), 3)

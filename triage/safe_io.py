@@ -133,7 +133,7 @@ def regular_file(path: str | Path, roots: tuple[Path, ...] | None = None) -> Pat
     except RefusedFile:
         raise
     except OSError as exc:
-        raise RefusedFile(path, f"cannot read: {exc.strerror or exc}", exc.errno or 0) from None
+        raise RefusedFile(path, exc.strerror or str(exc), exc.errno or 0) from None
     if not stat.S_ISREG(mode):
         raise RefusedFile(path, f"{kind_of(mode)}, not a regular file: not read", errno.EINVAL)
     return real
@@ -151,7 +151,7 @@ def open_regular(path: str | Path, roots: tuple[Path, ...] | None = None, buffer
     except RefusedFile:
         raise
     except OSError as exc:
-        raise RefusedFile(path, f"cannot read: {exc.strerror or exc}", exc.errno or 0) from None
+        raise RefusedFile(path, exc.strerror or str(exc), exc.errno or 0) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

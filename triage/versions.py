@@ -12,7 +12,7 @@ Sources, most authoritative first (a package read from several keeps the first):
      vLLM      `Initializing a V1 LLM engine (v0.11.0) with config:`   vllm/v1/engine/core.py
                `Initializing an LLM engine (v0.6.3.post1) with config:` vllm/engine/llm_engine.py
                `vLLM API server version 0.10.0`              vllm/entrypoints/openai/api_server.py
-     DeepSpeed `DeepSpeed info: version=0.14.4, git-hash=…`  deepspeed/runtime/engine.py
+     DeepSpeed `DeepSpeed info: version=0.14.4, git-hash=…`  deepspeed/__init__.py (initialize)
      torch     `PyTorch version 2.6.0 available.`            huggingface/datasets src/datasets/config.py
      Ray       `ray, version 2.40.0` (`ray --version`, click) python/ray/scripts/scripts.py;
                `RayContext(… python_version='3.10.12', ray_version='2.40.0' …)` (a printed ray.init())
@@ -31,13 +31,16 @@ A framework's commit id is kept where a source names one (`-e git+…@<sha>#egg=
 is kept as text and never matched against a range.
 
 Only the first `LOG_HEAD_BYTES` of each log are read: every source above prints at start-up,
-and a 10 GB log is never read whole for them.
+and a 10 GB log is never read whole for them. Within that head, the lines are found by a
+search for a few needles over the bytes (`log_regions`), so only lines that can hold a
+version are decoded and parsed.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import zlib
 from collections.abc import Iterator, Mapping
@@ -56,6 +59,9 @@ if TYPE_CHECKING:
 LOG_HEAD_BYTES = 32 << 20
 MAX_VERSION_FILE_BYTES = 8 << 20
 MAX_LINE_CHARS = 4096
+MAX_CANDIDATE_LINES = 20_000  # per log: more lines holding a needle than this are not read
+BLOCK_LINES = 400  # lines read after a package table's or report block's header
+MAX_WALK_ENTRIES = 50_000  # directory entries looked at for package lists (the run directory and one level down)
 
 # File names of installed-package lists kept beside a run (matched case-insensitively, depth <= 2).
 VERSION_FILE = re.compile(
@@ -140,7 +146,23 @@ _TAG_COMPONENT = re.compile(
 _TAG_COMPONENTS = {"verl": "verl", "sglang": "sglang", "vllm": "vllm", "mcore": "megatron-core", "te": "transformer-engine",
                    "th": "torch", "torch": "torch", "ray": "ray", "trl": "trl", "deepspeed": "deepspeed"}
 
-# Cheap test that a log line may hold any of the above (the rest are only counted).
+# What a log line holding a version contains somewhere (bytes, case-sensitive): only lines
+# with one of these are decoded and parsed (`log_regions`).
+_NEEDLES: tuple[bytes, ...] = (
+    b"==", b"LLM engine (v", b"API server version", b"DeepSpeed info", b"PyTorch version", b"ray, version",
+    b"_version='", b" version:", b" version (", b"Package", b"# packages in environment", b"egg=", b"@ git+", b"ommit", b"[GCC",
+    b"[Clang", b"Info---", b"slimerl/", b"lmsysorg/", b"vllm/vllm", b"verlai/", b"radixark/", b"rlsys/", b"hiyouga/",
+    b"openrlhf/",
+)
+try:  # optional: one multi-needle pass instead of one `bytes.find` pass per needle
+    import ahocorasick_rs as _ahocorasick
+
+    _AUTOMATON = _ahocorasick.BytesAhoCorasick(list(_NEEDLES))
+except ImportError:  # pragma: no cover - depends on the environment
+    _AUTOMATON = None
+WINDOW_BYTES = 4 << 20
+_BLOCK_START = re.compile(r"^Package\s+Version|^#\s*packages in environment|-{3,}\s*[\w ]*Info\s*-{3,}")
+# Cheap test that a line may hold any of the above (the rest are only counted).
 _HINT = re.compile(
     r"==|LLM engine \(v|API server version|DeepSpeed info|PyTorch version|ray, version|ray_version=|"
     r"version|Version|Package|# packages in environment|egg=|@ git\+|[Cc]ommit|[Hh]ash|\[GCC|\[Clang|"
@@ -195,7 +217,8 @@ class RunVersions(Mapping[str, VersionRecord]):
 
     def as_dict(self) -> dict[str, str]:
         """{package: version}."""
-        return {name: rec.version for name, rec in sorted(self.records.items())}
+        return {name: rec.version or f"git {rec.commit[:12]}" for name, rec in sorted(self.records.items())
+                if rec.version or rec.commit}
 
     def add(self, rec: VersionRecord) -> None:
         have = self.records.get(rec.package)
@@ -263,32 +286,46 @@ def read_versions(run: Run) -> RunVersions:
         if Path(path).resolve() in seen:
             continue
         out.logs_read += 1
-        _scan(Path(path), head_lines(Path(path), LOG_HEAD_BYTES), out, in_log=True)
+        for region in log_regions(Path(path), LOG_HEAD_BYTES):
+            _scan(path, iter(region), out, in_log=True)
     if run.artifacts.command:
         _scan(Path("triage.yaml"), enumerate(run.artifacts.command.splitlines(), 1), out, in_log=True)
     return out
 
 
 def version_files(root: Path, depth: int = 2) -> list[Path]:
+    """Package-list files in the run directory and one level below (names matched before any stat)."""
     found: list[Path] = []
+    seen = 0
 
     def walk(d: Path, level: int) -> None:
+        nonlocal seen
         try:
-            entries = sorted(d.iterdir())
+            entries = list(os.scandir(d))
         except OSError:
             return
-        for p in entries:
-            if p.is_file() and VERSION_FILE.match(p.name):
-                found.append(p)
-            elif p.is_dir() and level < depth and not p.name.startswith((".", "iter_")) and not p.is_symlink():
-                walk(p, level + 1)
+        seen += len(entries)
+        for e in sorted((e for e in entries if VERSION_FILE.match(e.name)), key=lambda e: e.name):
+            try:
+                if e.is_file(follow_symlinks=False):
+                    found.append(Path(e.path))
+            except OSError:
+                continue
+        if level >= depth or seen > MAX_WALK_ENTRIES:
+            return
+        for e in sorted((e for e in entries if not e.name.startswith((".", "iter_"))), key=lambda e: e.name):
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    walk(Path(e.path), level + 1)
+            except OSError:
+                continue
 
     walk(root, 1)
     return found
 
 
-def head_lines(path: Path, limit: int) -> Iterator[tuple[int, str]]:
-    """(line number, text) for the first `limit` bytes of a text or gzip log; unreadable files yield nothing.
+def head_bytes(path: Path, limit: int) -> bytes:
+    """The first `limit` bytes of a text or gzip log, cut after its last whole line; b"" when unreadable.
 
     Opened through `safe_io.open_regular`: only regular files inside the run's allowed roots.
     """
@@ -300,10 +337,66 @@ def head_lines(path: Path, limit: int) -> Iterator[tuple[int, str]]:
             fh.seek(0)
             data = gzip.GzipFile(fileobj=fh).read(limit) if gz else fh.read(limit)
     except (OSError, EOFError, zlib.error):
-        return
-    text = data.decode("utf-8", "replace")
+        return b""
     if len(data) >= limit:
-        text = text[: text.rfind("\n") + 1] or text  # a line cut at the limit is not read
+        data = data[: data.rfind(b"\n") + 1] or data  # a line cut at the limit is not read
+    return data
+
+
+def log_regions(path: Path, limit: int) -> Iterator[list[tuple[int, str]]]:
+    """The lines of a log's head that may name a version, as runs of (line number, text).
+
+    Each needle is searched over the whole head in C (`bytes.find`); only the lines that hold
+    one are decoded. A table or block header (`Package  Version`, `# packages in environment`,
+    diagnose.py's `---Pip Info---`) brings the lines after it, up to `BLOCK_LINES`.
+    """
+    data = head_bytes(path, limit)
+    if not data:
+        return
+    starts: set[int] = set()
+    if _AUTOMATON is not None:  # one pass for every needle, a window at a time
+        view = memoryview(data)
+        for w in range(0, len(data), WINDOW_BYTES):
+            for _k, a, _b in _AUTOMATON.find_matches_as_indexes(view[w: w + WINDOW_BYTES + 64]):
+                if a < WINDOW_BYTES:
+                    starts.add(data.rfind(b"\n", 0, w + a) + 1)
+            if len(starts) >= MAX_CANDIDATE_LINES:
+                break
+    else:
+        for needle in _NEEDLES:
+            pos = data.find(needle)
+            while pos != -1 and len(starts) < MAX_CANDIDATE_LINES:
+                starts.add(data.rfind(b"\n", 0, pos) + 1)
+                nxt = data.find(b"\n", pos)
+                if nxt == -1:
+                    break
+                pos = data.find(needle, nxt + 1)
+    line_no, counted_to, covered_to = 1, 0, -1
+    for start in sorted(starts):
+        if start < covered_to:
+            continue
+        line_no += data.count(b"\n", counted_to, start)
+        counted_to = start
+        region: list[tuple[int, str]] = []
+        pos, n = start, line_no
+        end = data.find(b"\n", pos)
+        first = data[pos: end if end != -1 else len(data)].decode("utf-8", "replace")[:MAX_LINE_CHARS]
+        region.append((n, first))
+        if _BLOCK_START.search(first):
+            for _ in range(BLOCK_LINES):
+                if end == -1:
+                    break
+                pos, n = end + 1, n + 1
+                end = data.find(b"\n", pos)
+                region.append((n, data[pos: end if end != -1 else len(data)].decode("utf-8", "replace")[:MAX_LINE_CHARS]))
+        covered_to = (end + 1) if end != -1 else len(data)
+        line_no, counted_to = n, pos
+        yield region
+
+
+def head_lines(path: Path, limit: int) -> Iterator[tuple[int, str]]:
+    """(line number, text) for every line of the first `limit` bytes of a text or gzip log."""
+    text = head_bytes(path, limit).decode("utf-8", "replace")
     for n, line in enumerate(text.splitlines(), 1):
         yield n, line[:MAX_LINE_CHARS]
 
@@ -329,7 +422,7 @@ def _read_version_file(path: Path, out: RunVersions) -> None:
     _scan(path, enumerate(text.splitlines(), 1), out, in_log=False, pins_only=bool(PINNED_ONLY.match(path.name)))
 
 
-def _scan(path: Path, lines: Iterator[tuple[int, str]] | enumerate, out: RunVersions, *, in_log: bool,
+def _scan(path: Path | str, lines: Iterator[tuple[int, str]] | enumerate, out: RunVersions, *, in_log: bool,
           pins_only: bool = False) -> None:
     """Read one file's lines: package lists, environment reports, banners, image tags."""
     table: str | None = None  # "pip list" | "conda list" while inside one
@@ -402,7 +495,7 @@ def _line(line: str, where: str, out: RunVersions, *, in_log: bool, pins_only: b
             have = out.records.get(pkg)
             out.add(VersionRecord(pkg, have.version if have else "", where, "environment report", "commit id", m["sha"]))
             return True
-    m = _KEY_VALUE.match(line)
+    m = _KEY_VALUE.match(line) if (block or not in_log) else None
     if m and m["name"].lower() in REPORT_NAMES and m["name"].lower() not in ("te", "mcore"):
         out.add(VersionRecord(REPORT_NAMES[m["name"].lower()], clean_version(m["ver"]), where, "environment report",
                               "package report (`name: version`)"))

@@ -23,6 +23,9 @@ SCRIPTS = [
     "inductor_cache", "host_ram", "missing_stop", "batch_mismatch", "no_pad_token", "trl_reward_zero",
     "trl_entropy_collapse", "cp_nondeterministic", "moe_permute", "chat_template", "lr_too_high", "bad_sample",
     "collective_mismatch", "base_model", "pp_offset", "inconclusive",
+    "single_generation", "false_truncation", "growing_drift",
+    "network_nccl", "gpu_fault", "disk_full", "slurm_time_limit", "verl_version_mismatch", "sample_budget",
+    "release_leak", "crash_unrecognized", "stuck_on_cpus", "engine_version_regression",
 ]
 
 

@@ -1,6 +1,8 @@
 """host-ram-oom-killed: an axolotl GRPO job tokenizes a 200k-row dataset with dataset_processes: 64
 on a node with 256 GB of RAM; the kernel's OOM killer ends rank 0 and torchrun reports
-`exitcode: -9` (Signal 9 (SIGKILL)).
+`exitcode: -9` (Signal 9 (SIGKILL)). The SIGKILL alone would not say why: the node's kernel log,
+kept beside the job log as `dmesg -T` prints it (torvalds/linux mm/oom_kill.c), names the OOM killer
+and the same PID.
 """
 
 from __future__ import annotations
@@ -39,6 +41,19 @@ gradient_checkpointing: true
 deepspeed: deepspeed_configs/zero2.json
 output_dir: ./outputs/qwen7b-grpo-math
 logging_steps: 1
+"""
+
+
+# `dmesg -T` on gpu-node-07 around the kill (torvalds/linux mm/oom_kill.c, mm/page_alloc.c show_mem).
+DMESG = """[Sun Aug 10 08:17:29 2026] python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0
+[Sun Aug 10 08:17:29 2026] CPU: 41 PID: 4263 Comm: python3 Not tainted 5.15.0-105-generic #115-Ubuntu
+[Sun Aug 10 08:17:29 2026] Mem-Info:
+[Sun Aug 10 08:17:29 2026] active_anon:63012874 inactive_anon:1043262 isolated_anon:0
+[Sun Aug 10 08:17:29 2026] Free swap  = 0kB
+[Sun Aug 10 08:17:29 2026] Total swap = 0kB
+[Sun Aug 10 08:17:31 2026] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,global_oom,task_memcg=/user.slice/user-0.slice/session-3.scope,task=python3,pid=4189,uid=0
+[Sun Aug 10 08:17:31 2026] Out of memory: Killed process 4189 (python3) total-vm:301234567kB, anon-rss:251823104kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:500000kB oom_score_adj:0
+[Sun Aug 10 08:17:32 2026] oom_reaper: reaped process 4189 (python3), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB
 """
 
 
@@ -112,9 +127,11 @@ Root Cause (first observed failure):
   traceback : Signal 9 (SIGKILL) received by PID 4189
 ========================================================""")
     write_text(d / "train.log", log.text())
+    write_text(d / "dmesg.txt", DMESG)
     expected(d, "host.ram_exhausted",
-             "torchrun: 'failed (exitcode: -9) local_rank: 0' / 'Signal 9 (SIGKILL) received by PID 4189' while tokenizing "
-             "200k rows with dataset_processes: 64 (host RAM, not GPU memory)")
+             "the kernel: 'Out of memory: Killed process 4189 (python3)' (dmesg), the same PID torchrun reports as "
+             "'exitcode: -9' / 'Signal 9 (SIGKILL) received by PID 4189', while tokenizing 200k rows with "
+             "dataset_processes: 64 (host RAM, not GPU memory)")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ SECRET_LOG = (
     f"[2026-08-01 10:00:01] train.py:13 - RuntimeError: CUDA out of memory. {SECRET}\n"
     f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB {SECRET}\n"
 )
-RENDERINGS = ([], ["--json"], ["--markdown"])
 
 
 @pytest.fixture(autouse=True)
@@ -83,18 +82,26 @@ def assert_one_line_error(code: int, err: str, *words: str) -> None:
 
 
 def assert_no_secret_in_any_rendering(capsys, run: Path, *extra: str) -> list[str]:
-    """Triage `run` in every rendering; the secrets appear in none. The JSON report's notes."""
-    notes: list[str] = []
-    for fmt in RENDERINGS:
-        code, out, err = triage(capsys, str(run), *fmt, *extra)
-        assert code in (0, 3), err
-        for text in (out, err):
-            for secret in (SECRET, SLACK_TOKEN, SLACK_SECRET):
-                assert secret not in text
-        assert "Traceback" not in err
-        if fmt == ["--json"]:
-            notes = json.loads(out)["run"]["notes"]
-    return notes
+    """Triage `run` (the CLI, --json) and render its report in the terminal and Markdown forms
+    too; the secrets appear in none of them, nor on stderr. Returns the report's notes."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from triage.render.markdown import render_markdown
+    from triage.render.terminal import render_terminal
+    from triage.report import Report
+
+    code, out, err = triage(capsys, str(run), "--json", *extra)
+    assert code in (0, 3), err
+    assert "Traceback" not in err
+    report = Report.model_validate_json(out)
+    terminal = StringIO()
+    render_terminal(report, Console(file=terminal, width=200))
+    for text in (out, err, terminal.getvalue(), render_markdown(report)):
+        for secret in (SECRET, SLACK_TOKEN, SLACK_SECRET):
+            assert secret not in text
+    return report.run.notes
 
 
 # --- paths a run names -----------------------------------------------------------------------

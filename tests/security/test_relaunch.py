@@ -187,7 +187,7 @@ def test_the_in_process_replay_ignores_a_hostile_auto_map(tmp_path, watch):
     config["model_type"] = "evil_arch"
     (run / "hf" / "config.json").write_text(json.dumps(config))
     refused = _examine(run, "replay_step", mode="in_process")
-    assert refused.outcome in ("unavailable", "error") and "evil_arch" in (refused.summary + str(refused.error))
+    assert refused.outcome == "unavailable" and "evil_arch" in refused.summary and "auto_map" in refused.summary
     assert not marker.exists()
     assert watch.started() == []
 
@@ -205,3 +205,92 @@ def _replay_graph(where: Path) -> Path:
         "playbook: entry\ntitle: replay only\nentry: replay\nnodes:\n  replay:\n    probe: replay_step\n"
         f"    params: {{mode: launch}}\n    ask: Does the replay reproduce the step?\n    on:\n{edges}\n")
     return where
+
+
+class _Permission:
+    """A probe that only reports whether it was let relaunch (declared or not)."""
+
+    outcomes = ("permitted", "refused")
+
+    def examine(self, run):
+        from triage.replay.consent import relaunch_permitted
+
+        return self.observe("permitted" if relaunch_permitted() else "refused", "-")
+
+
+def _bare_run(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "job.log").write_text("[2026-01-01 00:00:00] train.py:1 - start\n")
+    return root
+
+
+def _permission_probe(declares: bool):
+    from triage.probe import Probe
+
+    return type("PermissionProbe", (_Permission, Probe), {"name": "permission", "executes_run_code": declares})
+
+
+@pytest.mark.parametrize("declares, allowed, expected", [
+    (True, True, "permitted"), (True, False, "refused"), (False, True, "refused"), (False, False, "refused")])
+def test_the_executor_grants_relaunch_only_to_a_declaring_probe_with_consent(tmp_path, declares, allowed, expected):
+    cls = _permission_probe(declares)
+    run = open_run(str(_bare_run(tmp_path / "run")))
+    run.relaunch_allowed = allowed
+    nd = Node(id="t.permission", playbook="t", probe="permission", params=cls.Params(), ask="?", edges={})
+    assert examine(nd, cls, run).outcome == expected
+
+
+@pytest.mark.parametrize("active, configured, expected", [
+    (True, True, "permitted"), (False, True, "refused"), (True, False, "refused"), (False, False, "refused")])
+def test_the_service_relaunches_only_when_configured_and_an_allowed_user_asked(tmp_path, active, configured, expected):
+    """`active` is only ever set for an allowed user's request (slash command --active or the button)."""
+    from triage.executor import LocalExecutor
+    from triage.service.queue import BudgetExecutor
+
+    cls = _permission_probe(True)
+    run = open_run(str(_bare_run(tmp_path / "run")))
+    run.relaunch_allowed = True  # whatever a run or a caller set: the service decides from its own consent
+    executor = BudgetExecutor(LocalExecutor(), run_ref="run", active=active, budget_s=30,
+                              relaunch_configured=configured)
+    nd = Node(id="t.permission", playbook="t", probe="permission", params=cls.Params(), ask="?", edges={})
+    assert executor.run_probe(nd, cls, run).outcome == expected
+
+
+def test_a_static_service_triage_says_how_to_allow_the_relaunch(tmp_path):
+    from triage.executor import LocalExecutor
+    from triage.probe import registry
+    from triage.service.queue import BudgetExecutor
+
+    run_dir = evil_run(tmp_path / "run")
+    for configured, says in ((True, "Run active probes"), (False, "TRIAGE_ALLOW_RELAUNCH")):
+        executor = BudgetExecutor(LocalExecutor(), run_ref="run", active=False, budget_s=30,
+                                  relaunch_configured=configured)
+        finding = executor.run_probe(node("single_device_reduction"), registry()["single_device_reduction"],
+                                     open_run(str(run_dir)))
+        assert finding.outcome == "unavailable"
+        # not parallel: it needs no relaunch to say so
+        assert "not parallel" in finding.summary
+    par = evil_run(tmp_path / "par", flags="--custom-rm-path evil.rm --tensor-model-parallel-size 2")
+    for configured, says in ((True, "Run active probes"), (False, "TRIAGE_ALLOW_RELAUNCH")):
+        executor = BudgetExecutor(LocalExecutor(), run_ref="par", active=False, budget_s=30,
+                                  relaunch_configured=configured)
+        finding = executor.run_probe(node("single_device_reduction"), registry()["single_device_reduction"],
+                                     open_run(str(par)))
+        assert finding.missing.artifact == "relaunch consent" and says in finding.missing.reason
+    assert not (tmp_path / "MARKER").exists()
+
+
+def test_triage_probes_shows_what_each_probe_does_beyond_reading(capsys):
+    from triage.cli import main
+
+    assert main(["probes", "--json"]) == 0
+    probes = {p["name"]: p for p in json.loads(capsys.readouterr().out)}
+    runs_code = {n for n, p in probes.items() if p["executes_run_code"]}
+    contacts = {n for n, p in probes.items() if p["contacts_engine"]}
+    assert {"replay_step", "single_device_reduction"} <= runs_code
+    assert "tensor_anomaly" not in runs_code and "symptom" not in runs_code
+    assert {"engine_model", "live_weights", "isolated_rollout"} <= contacts
+    assert not any(p["writes_to_engine"] for p in probes.values())  # none sends a write today
+    assert main(["--width", "200", "probes"]) == 0
+    table = capsys.readouterr().out
+    assert "beyond reading" in table and "executes run code" in table and "contacts engine" in table

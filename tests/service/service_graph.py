@@ -145,7 +145,16 @@ def graph() -> DecisionGraph:
     where = Path(tempfile.mkdtemp(prefix="triage-service-graph-"))
     atexit.register(shutil.rmtree, where, True)
     (where / "entry.yaml").write_text(PLAYBOOK)
-    write_catalog(where)
+    catalog = write_catalog(where)
+    # The OOM in the log is this graph's evidence for max_tokens_per_gpu (the replay only confirms it):
+    # a static triage, whose replay is not run, still reaches the verdict through it.
+    import yaml
+
+    raw = yaml.safe_load(catalog.read_text())
+    for verdict in raw["verdicts"]:
+        if verdict["id"] == "memory.max_tokens_per_gpu":
+            verdict["evidence"] = sorted({*verdict.get("evidence", []), "oom_in_log:oom"})
+    catalog.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
     return load_graph(where, probes=PROBES)
 
 

@@ -36,7 +36,7 @@ class ServeProcess:
             "--time-budget", "60", "--triage-function", "service_graph:triage",
         ]
         self.env = {
-            **os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)]),
+            **os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent), str(Path(__file__).parent.parent)]),
             "SLACK_SIGNING_SECRET": SECRET, "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_API_URL": slack.url,
             "TRIAGE_WEBHOOK_SECRET": HOOK_SECRET, "TRIAGE_ALLOWED_CHANNELS": CHANNEL,
         }

@@ -120,3 +120,24 @@ def garbled_run(root: Path, *, checkpoint: Path, base_dir: Path, dump: Path | No
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(dump, target)
     return root
+
+
+def step1_run(root: Path, *, checkpoint: Path, base_dir: Path, log_prob: float = -3.2) -> Path:
+    """A slime run whose text reads fine but whose step-1 log-probs are huge: the engine sampled
+    tokens the trainer finds improbable (what wrong engine weights do), with no garbled rollout."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from metric_runs import SLIME_ARGS, healthy_series, slime_metrics_log
+
+    root.mkdir(parents=True, exist_ok=True)
+    args = dict(SLIME_ARGS, hf_checkpoint=str(base_dir), load=str(checkpoint), ref_load=str(checkpoint),
+                rollout_temperature=0.0)
+    series = healthy_series(3)
+    series["log_probs"] = series["log_probs"] + (log_prob - series["log_probs"][0])
+    series["ref_log_probs"] = series["log_probs"].copy()
+    log = slime_metrics_log(series, args)
+    log.write(root)
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in args.items())
+    (root / "cmdline.txt").write_text(f"python3 train.py {flags}\n")
+    return root

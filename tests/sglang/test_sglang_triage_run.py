@@ -61,8 +61,7 @@ def test_the_walk_names_the_weight_sync_bug(servers, weights, tmp_path, scenario
 def _shipped_wiring() -> str | None:
     if "live_weights" not in registry():
         return "live_weights is not registered in the triage.probes entry points yet"
-    garbled = yaml.safe_load((DEFAULT_DIR / "garbled.yaml").read_text())
-    if "live_weights" not in {n.get("probe") for n in garbled["nodes"].values()}:
+    if not any(n.probe == "live_weights" and n.playbook == "garbled" for n in load_graph().nodes.values()):
         return "the shipped garbled playbook does not run live_weights yet"
     return None
 
@@ -82,3 +81,20 @@ def test_triage_run_with_engine_from_the_command_line(servers, weights, tmp_path
     report = json.loads(proc.stdout)
     assert report["root_cause"]["id"] == "weights.pp_layer_offset"
     assert qwen.url in proc.stdout and "/weights_checker" in proc.stdout
+
+
+def test_step1_logprobs_with_wrong_engine_weights_name_the_weight_fault_through_engine(servers, weights, tmp_path):
+    """The symptom is step-1 log-probs, not garbled text: the walk still asks the live engine for its weights."""
+    qwen = servers.get("model")
+    with SGLangEngine(qwen.url, allow_writes=True) as e:
+        e.update_weights_from_disk(weights["qwen2/pp_offset"])
+    root = sc.step1_run(tmp_path / "run", checkpoint=weights["qwen2/megatron"], base_dir=weights["qwen2/base"])
+    offline = triage_run(open_run(str(root)), load_graph())
+    assert offline.root_cause.id == "inconclusive"  # without the engine, the weights cannot be shown right or wrong
+    assert "weights.pp_layer_offset" in [c.id for c in offline.candidates]
+    run = open_run(str(root))
+    run.engines.append(qwen.url)
+    report = triage_run(run, load_graph())
+    assert report.root_cause.id == "weights.pp_layer_offset", [(s.probe, s.outcome, s.summary) for s in report.path]
+    assert [s.outcome for s in report.path if s.probe == "step1_invariants"][0] == "logprob_extreme"
+    assert any(s.probe == "live_weights" and s.outcome == "shifted_layers" for s in report.path)

@@ -42,6 +42,7 @@ MAX_VALUE_CHARS = 64 << 10
 _ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|declare\s+(?:-[a-zA-Z]+\s+)*|readonly\s+)?"
                      r"(?P<name>[A-Za-z_]\w*)(?P<plus>\+?)=(?P<rest>.*)$", re.S)
 _ARRAY = re.compile(r"^\((?P<body>.*)\)\s*(?:#.*)?$", re.S)
+_UNKNOWN_ARRAY = re.compile(r"\$\{[A-Za-z_]\w*\[[@*]\]\}")
 _TRAIN_START = re.compile(r"(?:^|[\s/])(?:python[\d.]*|torchrun|deepspeed|accelerate|swift|verl|openrlhf)(?:\s|$)")
 _ARITH_OPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -345,7 +346,8 @@ def script_arguments(script: LaunchScript) -> tuple[dict[str, object], dict[str,
 
     if not script.command:
         return {}, {}
-    words = _until_shell_operator(script.command)
+    # an array the script never set here (set in a `source`d file): its words are unknown, dropped
+    words = [w for w in _until_shell_operator(script.command) if not _UNKNOWN_ARRAY.fullmatch(w)]
     if "--" in words and "ray" in words[:3]:  # `ray job submit ... -- python3 train.py ...`
         words = words[words.index("--") + 1:]
     after = _after_program(words)

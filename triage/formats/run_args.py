@@ -286,8 +286,10 @@ def collect_run_args(run: Run) -> RunArgs:
     for path in getattr(artifacts, "launch_scripts", ()):
         from triage.formats.launch_script import read_launch_script, script_arguments
 
+        from triage.formats.hydra_overrides import DELETED
+
         flags, overrides = script_arguments(read_launch_script(path))
-        layer(overrides, LAUNCH_SCRIPT)
+        layer({k: v for k, v in overrides.items() if v is not DELETED}, LAUNCH_SCRIPT)
         layer(flags, LAUNCH_SCRIPT)
     if artifacts.logs and run.log.command_line:
         command(run.log.command_line)

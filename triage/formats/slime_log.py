@@ -106,12 +106,14 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"server_args=",
     )),
     # other frameworks' metric lines (triage.formats.metric_lines)
-    *((word, _FW_MARK) for word in (b"step:", b"{'", b'{"', b"it/s, ", b"s/it, ")),
+    # (the HF Trainer adds `epoch` to every dict it logs: transformers/trainer.py, Trainer.log)
+    *((word, _FW_MARK) for word in (b"step:", b"'epoch': ", b'"epoch": ', b"{'loss': ", b'{"loss": ',
+                                    b"global_step/max_steps", b"it/s, ", b"s/it, ")),
 )
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
 _METRIC_NEEDLE = 0
-_FW_NEEDLE = _NEEDLES.index(b"{'")
+_FW_NEEDLE = _NEEDLES.index(b"'epoch': ")
 
 # Line formats. The pieces: a Ray actor prefix `(MegatronTrainRayActor pid=1234) `, a
 # timestamp, and slime's `[ts] file.py:12 - ` head (miles: `[ts.mmm process] file.py:12 - `).

@@ -59,8 +59,10 @@ _RAY_HEADER = re.compile(
 _CAUSE = "The above exception was the direct cause of the following exception:"
 _CONTEXT = "During handling of the above exception, another exception occurred:"
 _HOT = (b"Traceback", b"RayTaskError")
-_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )", re.M)
-_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )")
+# step / rollout records: slime's `step 3: {`, `rollout 3: {`, verl's `step:3 - `, and the HF Trainer's
+# progress bar `| 37/1250 [05:12<2:50:51,  8.45s/it]` (its unit tells it from a datasets `Map` bar)
+_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )|\|\s*()(\d+)/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
+_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )|\|\s*()(\d+)/\d+ \[[^\]]*(?:s/it|it/s)\]")
 
 _RANK_MENTION = re.compile(r"\[Rank (\d+)\]")
 _RANK_MENTION_B = re.compile(rb"^\([\w.:-]+ pid=(\d+)[^)\n]*\) [^\n]*?\[Rank (\d+)\]", re.M)
@@ -317,6 +319,7 @@ class TracebackReader:
         self.step: int | None = None
         self.rollout: int | None = None
         self.pid_ranks: dict[int, int] = {}  # an actor's rank, from its own `[Rank N]` lines
+        self.final_records: dict[str, tuple[int | None, int | None]] = {}  # per file: the last step and rollout
 
     # -- files ------------------------------------------------------------------------
 
@@ -341,12 +344,13 @@ class TracebackReader:
                 if cut == 0:
                     rest = data if len(data) < (CHUNK_BYTES << 1) else b""
                     continue
-                line_no = self._region(data[:cut], line_no)
+                line_no = self._region(data, line_no, end=cut)
                 rest = data[cut:]
         self.finish()
+        self.final_records[self.path] = (self.step, self.rollout)
 
-    def _region(self, data: bytes, line_no: int, final: bool = False) -> int:
-        pos, end = 0, len(data)
+    def _region(self, data: bytes, line_no: int, final: bool = False, end: int | None = None) -> int:
+        pos, end = 0, len(data) if end is None else end
         while pos < end:
             if not self.open:
                 hot = min((i for i in (data.find(m, pos) for m in _HOT) if i >= 0), default=-1)
@@ -367,11 +371,14 @@ class TracebackReader:
         return line_no
 
     def _records(self, data: bytes, start: int, end: int) -> None:
-        for m in _RECORD.finditer(data, start, end):
-            if m.group(1) == b"step":
-                self.step = int(m.group(2))
-            else:
-                self.rollout = int(m.group(2))
+        """The last step and rollout records of a stretch, found from its end backwards (the
+        stretch may be hundreds of MB of records; only its last one of each kind matters)."""
+        step = _last_record(data, start, end, (b"step ", b"step:", b"s/it]", b"it/s]"), b"rollout")
+        if step is not None:
+            self.step = step
+        rollout = _last_record(data, start, end, (b"rollout ",), b"step")
+        if rollout is not None:
+            self.rollout = rollout
         if data.find(b"[Rank ", start, end) >= 0:
             for m in _RANK_MENTION_B.finditer(data, start, end):
                 self.pid_ranks[int(m.group(1))] = int(m.group(2))
@@ -383,11 +390,11 @@ class TracebackReader:
         key = (origin.actor, origin.pid, origin.rank)
         tb = self.open.get(key)
         if tb is None:
-            if ("step" in text or "rollout" in text) and (m := _RECORD_STR.search(text)):
-                if m.group(1) == "step":
-                    self.step = int(m.group(2))
-                else:
+            if ("step" in text or "rollout" in text or "/it" in text or "it/s" in text) and (m := _RECORD_STR.search(text)):
+                if m.group(1) == "rollout":
                     self.rollout = int(m.group(2))
+                else:
+                    self.step = int(m.group(2) or m.group(4))
             if "ank " in text and origin.pid is not None and (r := _RANK_MENTION.search(text)):
                 self.pid_ranks[origin.pid] = int(r.group(1))
             body = split_line(text).text if not text.startswith("Traceback") else text
@@ -521,6 +528,29 @@ class TracebackReader:
             self._close(key, cut=True)
 
 
+def _last_record(data: bytes, start: int, end: int, needles: tuple[bytes, ...], other: bytes) -> int | None:
+    """The number of the last record line in data[start:end] holding one of `needles` (and
+    being a record of this kind, not of `other`)."""
+    best_pos, best = -1, None
+    for needle in needles:
+        hi = end
+        while True:
+            pos = data.rfind(needle, max(start, best_pos + 1), hi)  # only later than the best so far can win
+            if pos < 0:
+                break
+            ls = data.rfind(b"\n", start, pos) + 1
+            le = data.find(b"\n", pos, end)
+            line = data[ls: le if le >= 0 else end]
+            m = None
+            for m in _RECORD.finditer(line):
+                pass
+            if m is not None and (m.group(1) or b"step") != other:
+                best_pos, best = pos, int(m.group(2) or m.group(4))
+                break
+            hi = ls
+    return best
+
+
 def process_key(proc: Origin) -> str:
     """One process, however it is named: a Ray driver copy and the actor's own print of the
     same error carry the same actor pid; torchrun ranks carry their rank."""
@@ -564,4 +594,5 @@ def read_text(text: str, path: str = "<text>") -> TracebackReader:
     for i, line in enumerate(text.splitlines(), 1):
         reader.feed(i, line)
     reader.finish()
+    reader.final_records[path] = (reader.step, reader.rollout)
     return reader

@@ -77,7 +77,7 @@ def _read_one(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise CorruptArtifact(path, f"not UTF-8 text (byte {exc.start}): expected trainer_state.json") from None
     except OSError as exc:  # RefusedFile too: a FIFO, outside the run, too large, permission denied
-        raise CorruptArtifact(path, exc.strerror or str(exc)) from None
+        raise CorruptArtifact(path, f"cannot read: {exc.strerror or exc}") from None
     if not text:
         raise CorruptArtifact(path, "file is empty (0 bytes): the Trainer was killed while saving it")
     try:

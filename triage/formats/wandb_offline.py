@@ -11,8 +11,10 @@ observability off and `WANDB_MODE=offline` (it reads one local file, nothing els
 its output is streamed: memory stays flat whatever the run's length.
 
 A `.wandb` file whose records fail their checksum, or that is not a W&B file at all,
-stops the triage with a one-line error naming it. A file that merely ends early (a job
-killed while logging) is read as far as it goes.
+stops the triage with a one-line error naming it. A file the reader finds merely
+incomplete (it ends at a record boundary: a job killed between two writes) is read as far
+as it goes; one cut inside a record fails that record's checksum and is refused like any
+corruption. An empty file (killed before its first record) holds no metrics.
 """
 
 from __future__ import annotations

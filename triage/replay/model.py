@@ -101,8 +101,21 @@ def run_dtype(run: Run) -> torch.dtype:
 
 
 def _auto_config(config_dir: Path):
+    """The run's config through transformers' built-in classes only: `auto_map` (the run's own code) is ignored."""
     from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    from triage.weights.convert import load_hf_config
+
+    raw = load_hf_config(config_dir) or {}
+    model_type = raw.get("model_type")
+    if raw.get("auto_map") and model_type not in CONFIG_MAPPING:
+        raise Unavailable(
+            "model code",
+            f"config.json's model_type {model_type!r} has no built-in transformers class, only the model code "
+            "its auto_map names; the in-process replay never runs code from the run",
+            "replay through the framework itself with --load-debug-rollout-data (triage run --allow-relaunch)",
+        )
     try:
         return AutoConfig.from_pretrained(str(config_dir), local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError) as exc:

@@ -192,10 +192,23 @@ class _Walk:
         entries.sort(key=lambda e: e.name)
         return entries
 
-    def _entry_kind(self, entry: os.DirEntry) -> tuple[str, Path] | None:
-        """('dir' | 'file', path) for an entry that may be followed; None (with a skip note) otherwise."""
+    def _entry_kind(self, entry: os.DirEntry, dir_dev: int) -> tuple[str, Path] | None:
+        """('dir' | 'file', path) for an entry that may be followed; None (with a skip note) otherwise.
+
+        Plain files and directories are told by the directory entry's type, without a stat
+        call (a 100,000-file run costs no 100,000 stats); symlinks and odd entries are stat'ed.
+        """
         path = Path(entry.path)
         try:
+            if not entry.is_symlink():
+                if entry.is_file(follow_symlinks=False):
+                    key = (dir_dev, entry.inode())
+                    if key in self.seen_files:
+                        return None
+                    self.seen_files.add(key)
+                    return "file", path
+                if entry.is_dir(follow_symlinks=False):
+                    return "dir", path
             if entry.is_symlink():
                 try:
                     real = safe_io.resolve(path)
@@ -246,10 +259,14 @@ class _Walk:
             entries = self._list(here)
             if entries is None:
                 continue
+            try:
+                dir_dev = os.stat(here).st_dev
+            except OSError:
+                continue
             files: list[Path] = []
             subdirs: list[Path] = []
             for entry in entries:
-                kind = self._entry_kind(entry)
+                kind = self._entry_kind(entry, dir_dev)
                 if kind is None:
                     continue
                 (subdirs if kind[0] == "dir" else files).append(kind[1])
@@ -342,7 +359,7 @@ class _Walk:
             from triage.formats.python_config import mentions_config
 
             try:
-                with open(path, "rb") as fh:
+                with safe_io.open_regular(path, self.roots) as fh:
                     head = fh.read(256 << 10)
             except OSError:
                 return False

@@ -15,7 +15,7 @@ the directory (the job runs there):
     flight_recorder/     per-rank flight-recorder dumps, when a collective timed out
     output/              the HF Trainer variant's output_dir (trainer_state.json, checkpoint-N/)
     .testbed/            how the run was made (scenario, exit code, the job's environment):
-                         for the benchmark and for relaunching the job, never for diagnosis
+                         a record for the benchmark, never read to diagnose or to relaunch
 
 Runs are cached under `<cache>/runs/<name>-<hash>`, the hash covering the scenario, the
 testbed's source and the warmed-up models, so an unchanged scenario is never rerun.
@@ -39,6 +39,11 @@ from triage.testbed.faults import FAULTS
 PROGRAM = "python3 -m triage.testbed.train"
 LOG_NAME = "job.log"
 META_DIR = ".testbed"
+ENGINE_DUMP = "engine_weights"  # where the testbed dumps the engine's weights after every update
+ENGINE_DUMP_MANIFEST = "engine_weights.json"  # the testbed engine's manifest inside that dump
+# What only the testbed leaves in a run directory: slime never dumps the engine's weights, and
+# `.testbed/` records how the run was made. `triage bench --mode real` triages runs without them.
+TESTBED_ONLY = (ENGINE_DUMP, META_DIR)
 
 MODEL_ARGS = {
     "--num-layers": "2", "--hidden-size": "64", "--ffn-hidden-size": "128", "--num-attention-heads": "4",
@@ -125,8 +130,28 @@ PP2 = {"--pipeline-model-parallel-size": "2", "--actor-num-gpus-per-node": "2", 
 DIST_ENV = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": "flight_recorder/nccl_trace_rank_"}
 
 
+# A long healthy control: enough records for every health check of the `healthy` verdict
+# (triage/thresholds.yaml: health.reward.min_records = 20 reward records, the most of any
+# check), at a batch big enough to learn from. With 512 samples a step (32 prompts x 16) the
+# grad norm settles at 1-3 and the reward rises over the 24 rollouts, as in real GRPO
+# training; at 32 samples a step the grad norm sits around 10, the guides' "unstable" bar.
+# A micro-batch of 16 samples fits the testbed GPU (memory.py: about 500 tokens).
+LONG = {"--num-rollout": "24", "--rollout-batch-size": "32", "--n-samples-per-prompt": "16",
+        "--micro-batch-size": "16", "--save-interval": "8", "--lr": "1e-4"}
+# Advantages centred on the group mean but not divided by its std (Dr. GRPO's choice).
+NO_STD = {"--disable-grpo-std-normalization": True}
+
+
 def _healthy(name: str, description: str, overrides: dict[str, Any] | None = None, **kw: Any) -> Scenario:
-    return Scenario(name=name, fault=None, expected="healthy", flags=_merge(BASE_FLAGS, overrides or {}),
+    """A short healthy job (two or three rollouts): too few records for the health checks, so the
+    right answer is `inconclusive`, and any fault verdict on it is wrong."""
+    return Scenario(name=name, fault=None, expected="inconclusive", flags=_merge(BASE_FLAGS, overrides or {}),
+                    description=description + "; too short for the health checks", **kw)
+
+
+def _long_healthy(name: str, description: str, overrides: dict[str, Any] | None = None, **kw: Any) -> Scenario:
+    """A healthy job long enough for every health check: the right answer is `healthy`."""
+    return Scenario(name=name, fault=None, expected="healthy", flags=_merge(BASE_FLAGS, LONG, overrides or {}),
                     description=description, **kw)
 
 
@@ -158,6 +183,21 @@ def _all() -> dict[str, Scenario]:
                  {"--testbed-trainer": "hf", "--testbed-output-dir": "output", "--save": "output", "--load": None,
                   "--ref-load": None, "--use-kl-loss": None, "--kl-loss-coef": None, "--kl-loss-type": None,
                   "--dump-details": None}, trainer="hf"),
+        # The healthy controls that count: 24 rollouts each, varied as real runs vary.
+        _long_healthy("healthy.long.qwen2", "Qwen2 instruct, 24 rollouts of 32x16 samples, lr 1e-4, Dr. GRPO "
+                      "advantages", NO_STD),
+        _long_healthy("healthy.long.qwen2.seed7", "Qwen2 instruct, other seeds and prompts, GRPO std-normalised "
+                      "advantages, lr warmup then cosine decay, KL loss 0.01",
+                      {"--seed": "7", "--rollout-seed": "7", "--lr-warmup-iters": "3", "--lr-decay-style": "cosine",
+                       "--lr-decay-iters": "24", "--min-lr": "1e-5", "--kl-loss-coef": "0.01"}),
+        _long_healthy("healthy.long.llama", "Llama instruct (no QKV bias), other seeds, 24 rollouts",
+                      {**LLAMA, **NO_STD, "--seed": "11", "--rollout-seed": "11"}, model="llama-instruct"),
+        _long_healthy("healthy.long.colocate", "training and rollout colocated (the engine releases and resumes "
+                      "its memory every rollout), other seeds, 24 rollouts",
+                      {**NO_STD, "--colocate": True, "--rollout-num-gpus": None, "--seed": "3", "--rollout-seed": "5"}),
+        _long_healthy("healthy.long.tp2", "tensor parallel 2 as two gloo processes, other seeds, 24 rollouts",
+                      {**NO_STD, "--tensor-model-parallel-size": "2", "--actor-num-gpus-per-node": "2", "--seed": "21",
+                       "--rollout-seed": "21"}, env=dict(DIST_ENV)),
     ]
     for name in FAULTS:
         items.append(_faulty(name))
@@ -202,7 +242,7 @@ def run_scenario(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     env = dict(scenario.env)
     if scenario.fault:
         env["TRIAGE_TESTBED_FAULT"] = scenario.fault
-    hidden = [] if scenario.trainer == "hf" else ["--testbed-log", LOG_NAME, "--testbed-engine-dump", "engine_weights"]
+    hidden = [] if scenario.trainer == "hf" else ["--testbed-log", LOG_NAME, "--testbed-engine-dump", ENGINE_DUMP]
     t0 = time.time()
     with _in_directory(run_dir, env):
         code = train.main(scenario.argv() + hidden)

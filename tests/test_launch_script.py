@@ -1,0 +1,181 @@
+"""Arguments as users write them: bash launch scripts, Hydra overrides and configs, GRPOConfig(...) in Python."""
+
+from __future__ import annotations
+
+import pytest
+
+from triage.cli import main
+from triage.errors import CorruptArtifact
+from triage.formats.hydra_overrides import DELETED, parse_overrides, read_config_yaml
+from triage.formats.launch_script import parse_launch_script, script_arguments
+from triage.formats.python_config import parse_python_config
+from triage.run import open_run
+
+# Shaped like THUDM/slime scripts/run-qwen3-4B.sh: arrays of flags, `source`d model args, ray job submit.
+SLIME_SCRIPT = r'''#!/bin/bash
+set -ex
+export PYTHONBUFFERED=16
+NUM_GPUS=8
+SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" &>/dev/null && pwd)"
+source "${SCRIPT_DIR}/models/qwen3-4B.sh"
+
+CKPT_ARGS=(
+   --hf-checkpoint /root/Qwen3-4B
+   --ref-load /root/Qwen3-4B_torch_dist   # the reference model
+   --load /root/Qwen3-4B_slime/
+   --save /root/Qwen3-4B_slime/
+)
+
+ROLLOUT_ARGS=(
+   --prompt-data /root/dapo-math-17k/dapo-math-17k.jsonl
+   --rollout-batch-size 32
+   --n-samples-per-prompt 8
+   --rollout-max-response-len 8192
+   --global-batch-size $((32 * 8))
+   --rollout-temperature 0.8
+)
+PERF_ARGS=(
+   --max-tokens-per-gpu $(( NUM_GPUS * 1152 ))
+   --micro-batch-size $((MBS * 2))
+)
+ray job submit --address="http://127.0.0.1:8265" \
+   --runtime-env-json='{"env_vars": {"PYTHONPATH": "/root/Megatron-LM/"}}' \
+   -- python3 train.py \
+   --actor-num-nodes 1 \
+   --actor-num-gpus-per-node ${NUM_GPUS} \
+   --colocate \
+   "${MODEL_ARGS[@]}" \
+   "${CKPT_ARGS[@]}" \
+   "${ROLLOUT_ARGS[@]}" \
+   "${PERF_ARGS[@]}"
+'''
+
+# Shaped like verl examples/grpo_trainer/run_qwen2-7b.sh: Hydra overrides on `python3 -m verl.trainer.main_ppo`.
+VERL_SCRIPT = r'''set -x
+N=5
+python3 -m verl.trainer.main_ppo \
+    algorithm.adv_estimator=grpo \
+    data.train_files=$HOME/data/gsm8k/train.parquet \
+    data.train_batch_size=1024 \
+    data.max_prompt_length=512 \
+    data.max_response_length=1024 \
+    actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct \
+    actor_rollout_ref.actor.optim.lr=1e-6 \
+    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=$((1024 * 24)) \
+    actor_rollout_ref.rollout.n=$N \
+    trainer.logger=['console','wandb'] \
+    +trainer.val_before_train=False \
+    ~reward_model $@
+'''
+
+
+def test_bash_arrays_and_arithmetic_expand_into_the_training_flags():
+    flags, overrides = script_arguments(parse_launch_script(SLIME_SCRIPT))
+    assert overrides == {}
+    assert flags["hf_checkpoint"] == "/root/Qwen3-4B"
+    assert flags["ref_load"] == "/root/Qwen3-4B_torch_dist"
+    assert flags["global_batch_size"] == 256
+    assert flags["max_tokens_per_gpu"] == 9216  # $(( NUM_GPUS * 1152 )), every operand known
+    assert flags["micro_batch_size"] == "$((MBS*2))"  # MBS is never set: left unknown, not guessed
+    assert flags["actor_num_gpus_per_node"] == 8 and flags["colocate"] is True
+    assert flags["rollout_temperature"] == 0.8
+
+
+def test_hydra_overrides_of_a_verl_script_are_typed_and_dotted():
+    flags, overrides = script_arguments(parse_launch_script(VERL_SCRIPT))
+    assert overrides["actor_rollout_ref.rollout.n"] == 5
+    assert overrides["actor_rollout_ref.actor.optim.lr"] == pytest.approx(1e-6)
+    assert overrides["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == 24576
+    assert overrides["trainer.logger"] == ["console", "wandb"]
+    assert overrides["trainer.val_before_train"] is False
+    assert overrides["reward_model"] is DELETED
+    assert parse_overrides(["++a.b=null", "c=[1,2]"]) == {"a.b": None, "c": [1, 2]}
+
+
+def test_a_run_directory_with_a_verl_script_gets_canonical_names_with_the_original_kept(tmp_path):
+    (tmp_path / "run_grpo.sh").write_text(VERL_SCRIPT)
+    (tmp_path / "job.log").write_text("(TaskRunner pid=1) step:1 - actor/grad_norm:0.4\n")
+    run = open_run(str(tmp_path))
+    assert run.framework == "verl"
+    args = run.args
+    assert args.get("n_samples_per_prompt") == 5
+    assert args.original_name("n_samples_per_prompt") == "actor_rollout_ref.rollout.n"
+    assert args.get("rollout_max_response_len") == 1024
+    assert args.get("max_tokens_per_gpu") == 24576
+    assert args.get("lr") == pytest.approx(1e-6)
+    assert args.source_of("rollout_batch_size") == "launch_script"
+
+
+def test_hydra_composed_config_yaml_is_read_with_interpolations(tmp_path):
+    hydra = tmp_path / "outputs" / ".hydra"
+    hydra.mkdir(parents=True)
+    # verl/trainer/config/ppo_trainer.yaml as Hydra saves it composed
+    (hydra / "config.yaml").write_text(
+        "data:\n  train_batch_size: 256\n  max_response_length: 2048\n"
+        "actor_rollout_ref:\n  rollout:\n    n: 8\n    response_length: ${data.max_response_length}\n"
+        "  actor:\n    optim:\n      lr: 1.0e-06\n")
+    flat = read_config_yaml(hydra / "config.yaml")
+    assert flat["actor_rollout_ref.rollout.response_length"] == 2048
+    (tmp_path / "job.log").write_text("(TaskRunner pid=1) step:1 - actor/grad_norm:0.4\n")
+    run = open_run(str(tmp_path))
+    assert run.args.get("n_samples_per_prompt") == 8 and run.args.source_of("n_samples_per_prompt") == "config_file"
+    assert run.args.get("rollout_batch_size") == 256
+
+
+# Shaped like huggingface/trl docs (GRPO quickstart): the config built in the training script.
+TRL_SCRIPT = '''
+from datasets import load_dataset
+from trl import GRPOConfig, GRPOTrainer
+import os
+
+LR = 1e-6
+dataset = load_dataset("trl-lib/tldr", split="train")
+training_args = GRPOConfig(
+    output_dir="Qwen2-0.5B-GRPO",
+    learning_rate=LR,
+    num_generations=8,
+    max_completion_length=256,
+    per_device_train_batch_size=4,
+    logging_steps=10,
+    run_name=os.environ.get("RUN", "x"),
+)
+trainer = GRPOTrainer(model="Qwen/Qwen2-0.5B-Instruct", reward_funcs=reward_len, args=training_args,
+                      train_dataset=dataset)
+trainer.train()
+'''
+
+
+def test_grpo_config_keywords_are_read_with_ast_and_never_run(tmp_path):
+    cfg = parse_python_config(TRL_SCRIPT)
+    assert cfg.values["learning_rate"] == pytest.approx(1e-6)  # a module-level literal, resolved
+    assert cfg.values["num_generations"] == 8
+    assert "run_name" in cfg.unknown and "run_name" not in cfg.values
+    marker = tmp_path / "ran"
+    (tmp_path / "train_grpo.py").write_text(TRL_SCRIPT + f"\nopen({str(marker)!r}, 'w').write('x')\n")
+    run = open_run(str(tmp_path))
+    assert run.framework == "hf_trainer"
+    assert run.args.get("n_samples_per_prompt") == 8
+    assert run.args.original_name("n_samples_per_prompt") == "num_generations"
+    assert run.args.get("rollout_max_response_len") == 256
+    assert not marker.exists()
+
+
+def test_a_script_with_unbalanced_quotes_is_refused_in_one_line(tmp_path):
+    with pytest.raises(CorruptArtifact, match="unbalanced \" quote starting at line 2"):
+        parse_launch_script('N=1\nARGS="--lr 1e-6\npython3 train.py $ARGS\n', "bad.sh")
+
+
+def test_a_launch_script_with_unbalanced_quotes_exits_2(tmp_path, capsys):
+    (tmp_path / "run.sh").write_text("ROLLOUT_ARGS=(\n  --rollout-stop '</s>\n)\npython3 train.py \"${ROLLOUT_ARGS[@]}\"\n")
+    (tmp_path / "job.log").write_text("[2026-08-01 10:00:00] model.py:918 - step 0: {'train/loss': 0.1}\n")
+    rc = main(["run", str(tmp_path), "--no-cache", "--json"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and "run.sh" in err and "unbalanced" in err
+
+
+def test_a_deleted_hydra_key_is_not_an_argument(tmp_path):
+    (tmp_path / "run.sh").write_text(VERL_SCRIPT)
+    (tmp_path / "job.log").write_text("(TaskRunner pid=1) step:1 - actor/grad_norm:0.4\n")
+    args = open_run(str(tmp_path)).args
+    assert "reward_model" not in args and args.get("trainer.val_before_train") is False

@@ -1,0 +1,123 @@
+"""Input as users have it: `triage run job.log` (one file is the run) and `triage run -` (a fragment on stdin)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from triage.cli import main
+from triage.errors import BadInput, UnsafeRunRef
+from triage.run.fragment import open_bytes_run, open_file_run, open_text_run
+from triage.sources import open_any_run
+
+# A slime driver log cut from a run whose grad norm went non-finite (slime's model.py / rollout.py lines).
+SLIME_LOG = "".join(
+    f"[2026-08-01 10:00:{i:02d}] model.py:918 - step {i}: {{'train/loss': 0.1, 'train/grad_norm': "
+    f"{'nan' if i >= 6 else 0.3 + 0.01 * i}, 'train/lr-pg_0': 1e-06}}\n" for i in range(8))
+# verl console lines a user pastes from a terminal (verl/utils/logger/aggregate_logger.py).
+VERL_FRAGMENT = "".join(
+    f"(TaskRunner pid=2601) step:{i} - actor/grad_norm:{0.4 + 0.01 * i} - actor/entropy:0.6 - "
+    f"critic/score/mean:0.1 - response_length/mean:400 - response_length/clip_ratio:0.0\n" for i in range(1, 9))
+
+TRIAGE = [sys.executable, "-m", "triage"]
+
+
+def test_a_single_log_is_the_whole_run_and_nothing_beside_it_is_read(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text(SLIME_LOG)
+    (tmp_path / "trainer_state.json").write_text("{not json")  # beside it: never read
+    (tmp_path / "other.log").write_text("Traceback (most recent call last):\n")
+    run = open_any_run(str(log))
+    assert run.artifacts.logs == [log.resolve()]
+    assert run.artifacts.trainer_states == []
+    assert run.metrics.get("grad_norm").source == "step:train/grad_norm"
+    assert run.resolve_path("trainer_state.json") is None  # paths are not looked up beside the file
+    assert any("single file job.log" in note for note in run.notes)
+
+
+def test_a_single_trainer_state_file_is_read_as_metrics(tmp_path):
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"global_step": 2, "max_steps": 10, "log_history": [
+        {"step": 1, "loss": 0.1, "grad_norm": 0.5}, {"step": 2, "loss": 0.1, "grad_norm": 0.6}]}))
+    run = open_file_run(str(path))
+    assert run.framework == "hf_trainer"
+    assert list(run.metrics.get("grad_norm").values) == [0.5, 0.6]
+
+
+def test_a_file_outside_the_runs_root_is_refused(tmp_path):
+    root = tmp_path / "runs"
+    root.mkdir()
+    log = tmp_path / "elsewhere.log"
+    log.write_text(SLIME_LOG)
+    with pytest.raises(UnsafeRunRef):
+        open_file_run(str(log), [root.resolve()])
+
+
+def test_triage_run_on_a_log_file_gives_a_report(tmp_path, capsys):
+    log = tmp_path / "job.log"
+    log.write_text(SLIME_LOG)
+    rc = main(["run", str(log), "--json", "--no-cache"])
+    out = capsys.readouterr().out
+    assert rc in (0, 3)
+    report = json.loads(out)
+    assert report["run"]["path"] == str(log.resolve())
+    assert report["run"]["artifacts"]["logs"] == 1
+    assert any("single file job.log" in note for note in report["run"]["notes"])
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_a_fragment_on_stdin_gives_a_report_that_says_it_was_a_fragment(monkeypatch, capsys):
+    _stdin(monkeypatch, VERL_FRAGMENT.encode())
+    rc = main(["run", "-", "--json", "--no-cache"])
+    out = capsys.readouterr().out
+    assert rc in (0, 3)
+    report = json.loads(out)
+    assert report["run"]["framework"] == "verl"
+    assert any("fragment" in note and "standard input" in note for note in report["run"]["notes"])
+
+
+def test_an_empty_stdin_through_the_real_command_is_one_line_and_exit_2():
+    proc = subprocess.run([*TRIAGE, "run", "-"], input=b"", capture_output=True, timeout=120)
+    err = proc.stderr.decode().strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1 and "standard input is empty" in err
+
+
+def test_the_service_can_open_pasted_text_as_a_run():
+    run = open_text_run(VERL_FRAGMENT, "pasted from #rl-oncall")
+    assert run.artifacts.logs[0].name.endswith(".log")
+    assert run.framework == "verl"
+    assert run.metrics.get("grad_norm").source == "verl:actor/grad_norm"
+    tmp = run.root
+    assert tmp.exists()
+    del run
+    import gc
+
+    gc.collect()
+    assert not tmp.exists()  # the temporary copy goes with the run
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"   \n\n", "standard input is empty"),
+    (b"x" * (10 << 20), "a single line of 10485760 bytes"),
+    (b"step 1\x00\x01\x02", "binary"),
+])
+def test_bad_stdin_is_one_line_and_exit_2(monkeypatch, capsys, data, message):
+    _stdin(monkeypatch, data)
+    rc = main(["run", "-"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and message in err
+
+
+def test_fragment_checks_without_a_subprocess():
+    with pytest.raises(BadInput, match="is empty"):
+        open_bytes_run(b"", what="the text 'x'")
+    with pytest.raises(BadInput, match="single line"):
+        open_bytes_run(b"a\n" + b"b" * ((1 << 20) + 1) + b"\nc\n")
