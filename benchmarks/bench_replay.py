@@ -50,7 +50,8 @@ def main() -> int:
     import importlib
 
     from triage.run.source import open_run
-    from triage.testbed.scenarios import generate
+    from triage.replay.consent import relaunch_permission
+    from triage.testbed.scenarios import generate, job_environment
 
     rows = []
     for label, module, cls_name, scenario, params in CASES:
@@ -63,8 +64,11 @@ def main() -> int:
         times, outcome, detail = [], "", ""
         for _ in range(args.repeat):
             run = open_run(str(run_dir))
+            # these runs were generated here: their jobs may be relaunched, in the scenario's environment
+            run.relaunch_allowed, run.relaunch_env = True, job_environment(scenario)
             t0 = time.monotonic()
-            obs = cls(cls.Params(**params)).examine(run)
+            with relaunch_permission(cls.executes_run_code):
+                obs = cls(cls.Params(**params)).examine(run)
             times.append(time.monotonic() - t0)
             outcome = obs.outcome
             ev = obs.evidence

@@ -100,6 +100,9 @@ FATAL_LINE = re.compile(
     r"|core dumped"
     r"|terminate called after throwing"
     r"|\bChildFailedError\b"
+    # a pasted `raise SomeError("…")` code line outside any traceback: the statement the job died on
+    # (inside a traceback the code lines are frames, never error lines)
+    r"|^\s*raise [A-Z]\w*(?:Error|Exception)\("
 )
 
 
@@ -526,10 +529,21 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
     elif outcome == "version_mismatch":
         texts = [first, *matches[0].frames]
         out["packages"] = sorted({m.group(1).replace("/", ".") for t in texts for m in _PACKAGE.finditer(t)})
+        if not out["packages"] and _TRL_TRAINER.search(first):
+            out["packages"] = ["transformers", "trl"]
+        if sym := _UNDEFINED_SYMBOL.search(first):
+            out["symbol"] = sym.group("symbol")
+            if sym.group("library"):
+                out["library"] = sym.group("library")
+            if lib := _SYMBOL_LIBRARY.match(sym.group("symbol")):
+                # the namespace of a mangled C++ name says which library the extension was built against
+                out["built_against"] = _SYMBOL_NAMESPACES[lib.group(1)]
     elif outcome == "sample_too_long":
         nums = [int(n) for n in re.findall(r"\b(\d{3,})\b", first)]
         if nums:
             out["token_counts"] = nums[:4]
+        if run is not None and PACKING_ASSERTION.search(first) and (overrun := packing_overrun(run)) is not None:
+            out["packing_budget"] = overrun
     return out
 
 
@@ -537,7 +551,15 @@ _XID = re.compile(r"\bXid \([^)]*\):\s*(\d+)|\bXid (\d+)\b")
 _DISK_PATH = re.compile(r"(?:device|exceeded)[:,]?\s*'([^']+)'")
 _PEER = re.compile(r"(?:Connect to|peer \[?|host )\s*([\w.:-]+(?:<\d+>)?)")
 _PACKAGE = re.compile(
-    r"\b(transformers|megatron[/.]core|transformer_engine|sglang|vllm|deepspeed|flash_attn|peft|accelerate|trl)\b")
+    r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|transformer_engine|sglang|sgl_kernel|vllm|deepspeed"
+    r"|flash_attn|peft|accelerate|trl)\b")
+# `ImportError: /path/lib.so: undefined symbol: _ZN5torch3jit…` (the dynamic loader's message through CPython)
+_UNDEFINED_SYMBOL = re.compile(r"(?:(?P<library>/\S+\.so(?:\.[\w.]+)?): )?undefined symbol: (?P<symbol>\w+)")
+# Itanium-mangled names: `_ZN` + length-prefixed namespace (`3c10`, `2at`, `5torch`)
+_SYMBOL_LIBRARY = re.compile(r"_ZN(?:K|V|VK)?(3c10|2at|5torch)")
+_SYMBOL_NAMESPACES = {"3c10": "torch (c10)", "2at": "torch (ATen)", "5torch": "torch"}
+# a TRL trainer missing an attribute of transformers' Trainer: the pair is TRL and transformers
+_TRL_TRAINER = re.compile(r"'\w*Trainer' object has no attribute")
 
 
 _SUMMARY = {
@@ -611,6 +633,70 @@ def with_ref_load_paths(run: Run, result: ErrorScan) -> ErrorScan:
     )
 
 
+# slime's packing assertion (`_get_capped_partitions`, THUDM/slime#1839) has generic words; without the
+# frame that names it, the run's own arguments may still show that one sample can exceed the packing
+# budget: slime packs micro-batches of at most max_tokens_per_gpu * context_parallel_size tokens
+# (slime/backends/megatron_utils/data.py), and a sample holds up to its prompt plus
+# rollout_max_response_len tokens.
+PACKING_ASSERTION = re.compile(r"AssertionError(?::\s*|\(\s*[\"'])This should never happen")
+
+
+def packing_overrun(run: Run) -> dict[str, Any] | None:
+    """The arguments that let one sample exceed slime's packing budget, or None (unknown or within it)."""
+    from probes.config_rule import arg_int
+
+    try:
+        if not run.args:
+            return None
+    except TriageError:
+        return None
+    mtpg = arg_int(run, "max_tokens_per_gpu")
+    response = arg_int(run, "rollout_max_response_len")
+    if mtpg is None or response is None:
+        return None
+    cp = arg_int(run, "context_parallel_size") or 1
+    prompt = arg_int(run, "rollout_max_prompt_len")
+    longest = response + (prompt or 0)
+    if longest <= mtpg * cp:
+        return None
+    what = (f"rollout_max_response_len {response} + rollout_max_prompt_len {prompt} = {longest}" if prompt
+            else f"rollout_max_response_len {response}")
+    return {"max_tokens_per_gpu": mtpg, "context_parallel_size": cp, "rollout_max_response_len": response,
+            "rollout_max_prompt_len": prompt, "longest_sample_tokens": longest,
+            "arithmetic": f"{what} > max_tokens_per_gpu*cp_size = {mtpg}*{cp} = {mtpg * cp}"}
+
+
+def with_packing_budget(run: Run, result: ErrorScan) -> ErrorScan:
+    """Attribute slime's packing assertion to the sample budget when the frames do not name it but the
+    run's arguments let one sample exceed the budget."""
+    if result.of_outcome("sample_too_long"):
+        return result
+    lines = [(line, order, frames) for line, order, frames in result.fatal_lines if PACKING_ASSERTION.search(line.text)]
+    if not lines:
+        return result
+    overrun = packing_overrun(run)
+    if overrun is None:
+        return result
+    sig = Signature(
+        id="packing_budget_by_args",
+        outcome="sample_too_long",
+        role="root",
+        patterns=(PACKING_ASSERTION,),
+        context=(),
+        source="THUDM/slime slime/backends/megatron_utils/data.py _get_capped_partitions; THUDM/slime#1839",
+        explanation=("slime's packing assertion, with arguments that let one sample exceed the per-GPU packing "
+                     f"budget ({overrun['arithmetic']})."),
+        pattern_sources=("THUDM/slime slime/backends/megatron_utils/data.py (raise AssertionError(\"This should never "
+                         "happen.\")); THUDM/slime#1839",),
+    )
+    extra = [SignatureMatch(sig, line, order, frames) for line, order, frames in lines]
+    taken = {id(m.line) for m in extra}
+    return ErrorScan(
+        matches=sorted(result.matches + extra, key=lambda m: m.order),
+        fatal_lines=[f for f in result.fatal_lines if id(f[0]) not in taken],
+    )
+
+
 class ErrorSignatures(Probe):
     """The error that stopped the job, classified by the guides' error messages (root before cascade)."""
 
@@ -621,7 +707,7 @@ class ErrorSignatures(Probe):
 
     def examine(self, run: Run) -> Observation:
         log = run.log
-        result = with_ref_load_paths(run, scan(log))
+        result = with_packing_budget(run, with_ref_load_paths(run, scan(log)))
         base: dict[str, Any] = {"log_files": len(log.files), "error_lines_seen": len(log.errors) + log.dropped_errors}
         chosen = result.decisive()
         if chosen is not None:

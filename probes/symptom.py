@@ -102,6 +102,14 @@ class SymptomParams(BaseModel):
     garbled_fraction: float = threshold("text.garbled_fraction")  # this share of garbled samples: garbled
 
 
+def _holds_job_records(log: Any) -> bool:
+    """Whether a log holds anything the job itself wrote: a metric, an error, a traceback, a progress or
+    timer line, a timestamp, its arguments or command line."""
+    return bool(not log.metrics.empty() or log.errors or log.tracebacks or log.finish_rollouts or log.notable
+                or log.timers or log.placement_group_waits or log.first_timestamp or log.arguments
+                or log.command_line or log.unparsed_metric_lines or log.dropped_errors)
+
+
 class Symptom(Probe):
     """The run's primary symptom (crash, hang, stuck, garbled, step-1, NaN, grad explosion, truncation, reward, drift)."""
 
@@ -113,11 +121,13 @@ class Symptom(Probe):
 
     def examine(self, run: Run) -> Observation:
         p: SymptomParams = self.params  # type: ignore[assignment]
-        has_log = bool(run.artifacts.logs)
+        # a log that holds no record of the job (only a pasted package list, say) has nothing to classify
+        has_log = bool(run.artifacts.logs) and _holds_job_records(run.log)
         has_metrics = not run.metrics.empty()
         has_dumps = bool(run.rollout_dump_paths())
         if not (has_log or has_metrics or has_dumps or run.artifacts.flight_recorder):
-            raise Unavailable("log", "the run has no log, no metrics and no rollout dumps to classify",
+            what = "no log record of the job" if run.artifacts.logs else "no log"
+            raise Unavailable("log", f"the run has {what}, no metrics and no rollout dumps to classify",
                               NEEDS_HELP["log"])
 
         seen: dict[str, dict[str, Any]] = {}

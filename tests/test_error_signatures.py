@@ -494,3 +494,157 @@ BATCH_WORDINGS = [
 def test_batch_arithmetic_in_verl_and_trl_wording(tmp_path, block):
     obs = examine(tmp_path, HEAD + block)
     assert obs.outcome == "batch_size_mismatch", obs.summary
+
+
+# --- field wordings read from what users paste --------------------------------------------------
+# Each sample mimics the named source's output; none is a field case's text.
+
+def test_compiled_extension_built_against_another_torch_is_a_version_mismatch(tmp_path):
+    # Dao-AILab/flash-attention: the CUDA extension's ImportError through CPython's dlopen (dynload_shlib.c)
+    log = HEAD + (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/flash_attn/flash_attn_interface.py", line 10, in <module>\n'
+        "    import flash_attn_2_cuda as flash_attn_cuda\n"
+        "ImportError: /opt/conda/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: "
+        "undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationESs\n"
+    )
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    ev = obs.evidence
+    assert ev["signature"] == "compiled_extension_abi"
+    assert ev["symbol"] == "_ZN3c105ErrorC2ENS_14SourceLocationESs" and ev["built_against"] == "torch (c10)"
+    assert ev["library"].endswith("flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so")
+    assert "flash_attn" in ev["packages"]
+
+
+def test_a_kernel_library_that_does_not_load_is_a_version_mismatch(tmp_path):
+    # sgl-project/sglang sgl-kernel/python/sgl_kernel/load_utils.py: the ImportError's message spans lines
+    log = HEAD + (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sgl_kernel/__init__.py", line 5, in <module>\n'
+        "    common_ops = _load_architecture_specific_ops()\n"
+        "ImportError: \n"
+        "[sgl_kernel] CRITICAL: Could not load any common_ops library!\n"
+        "\n"
+        "Attempted locations:\n"
+        "1. Architecture-specific pattern: /usr/local/lib/python3.12/dist-packages/sgl_kernel/sm90/common_ops.* - "
+        "found files: ['/usr/local/lib/python3.12/dist-packages/sgl_kernel/sm90/common_ops.abi3.so']\n"
+    )
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["signature"] == "compiled_extension_abi"
+    assert "sgl_kernel" in obs.evidence["packages"]
+
+
+@pytest.mark.parametrize("line, package", [
+    # THUDM/slime slime/backends/megatron_utils: megatron.training is in Megatron-LM, not in the megatron-core wheel
+    ("ModuleNotFoundError: No module named 'megatron.training.global_vars'\n", "megatron.training"),
+    # NVIDIA-NeMo/Megatron-Bridge: a model provider the installed Megatron-Bridge does not have
+    ("ModuleNotFoundError: No module named 'megatron.bridge.models.glm.glm45_provider'\n", "megatron.bridge"),
+])
+def test_a_megatron_module_the_installed_package_lacks_is_a_version_mismatch(tmp_path, line, package):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["packages"] == [package]
+
+
+def test_a_trl_trainer_missing_a_trainer_attribute_is_a_version_mismatch(tmp_path):
+    # huggingface/trl trl/trainer/dpo_trainer.py reads attributes transformers' Trainer sets (trl#3983, #4010)
+    obs = examine(tmp_path, HEAD + "[rank0]: AttributeError: 'DPOTrainer' object has no attribute 'model_accepts_loss_kwargs'\n")
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["signature"] == "trl_trainer_attribute"
+    assert obs.evidence["packages"] == ["transformers", "trl"] and obs.evidence["rank"] == 0
+    # a user's own trainer class is not TRL's
+    assert examine(tmp_path, HEAD + "AttributeError: 'MyTrainer' object has no attribute 'scorer'\n").outcome == "other_error"
+
+
+@pytest.mark.parametrize("line", [
+    # deepspeedai/DeepSpeed deepspeed/runtime/config.py _batch_assertion, as OpenRLHF and TRL runs print it
+    "(ActorModelRayActor pid=4102) AssertionError: Check batch related parameters. train_batch_size is not equal to "
+    "micro_batch_per_gpu * gradient_acc_step * world_size 128 != 4 * 8 * 6\n",
+    # verl-project/verl verl/protocol.py DataProto.chunk
+    "(TaskRunner pid=2210) AssertionError: only support equal chunk. Got size of DataProto 6 and chunk 4.\n",
+])
+def test_batch_arithmetic_in_deepspeed_and_verl_protocol_wording(tmp_path, line):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "batch_size_mismatch", obs.summary
+    assert obs.evidence["pattern_source"].startswith(("deepspeedai/DeepSpeed", "verl-project/verl"))
+
+
+@pytest.mark.parametrize("line", [
+    # huggingface/trl trl/trainer/utils.py DPODataCollatorWithPadding (trl#1152)
+    "ValueError: Padding is enabled, but the tokenizer is not configured with a padding token. Explicitly set "
+    "`tokenizer.pad_token` (e.g. `tokenizer.pad_token = tokenizer.eos_token`) before calling the trainer.\n",
+    # torch/nn/utils/rnn.py pad_sequence given pad_token_id None (trl#1149)
+    "TypeError: pad_sequence(): argument 'padding_value' (position 3) must be float, not NoneType\n",
+])
+def test_pad_token_missing_in_trl_and_torch_wording(tmp_path, line):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "no_pad_token", obs.summary
+
+
+def test_rays_disk_monitor_line_is_a_full_disk(tmp_path):
+    # ray-project/ray src/ray/common/file_system_monitor.cc, forwarded by the driver with the (raylet) prefix;
+    # its words hold no "error", so the log scan must keep it on its own wording
+    log = HEAD + (
+        "(raylet) [2026-08-01 10:02:11,204 E 811 840] (raylet) file_system_monitor.cc:116: /tmp/ray/session_2026-08-01"
+        "_09-58-00_123456_811 is over 95% full, available space: 21474836480; capacity: 1099511627776. Object creation "
+        "will fail if spilling is required.\n"
+    )
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "disk_full", obs.summary
+    assert "file_system_monitor" in obs.evidence["pattern_source"]
+
+
+def test_an_engines_context_length_refusal_without_an_error_word(tmp_path):
+    # sgl-project/sglang tokenizer_manager.py, as slime's rollout prints the HTTP body it got back
+    log = HEAD + (
+        "(RolloutManager pid=2290) 400 Bad Request\n"
+        "(RolloutManager pid=2290) Requested token count exceeds the model's maximum context length of 32768 tokens. "
+        "You requested a total of 33190 tokens: 8614 tokens from the input messages and 24576 tokens for the completion.\n"
+    )
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "sample_too_long", obs.summary
+    assert obs.evidence["token_counts"][:2] == [32768, 33190]
+
+
+def test_the_socket_failure_under_an_nccl_error_decides_over_the_abort(tmp_path):
+    # pytorch/pytorch ProcessGroupNCCL (DistBackendError) quoting NVIDIA/nccl's last error (misc/socket.cc)
+    log = HEAD + (
+        "(WorkerDict pid=4410, ip=10.0.0.21) torch.distributed.DistBackendError: NCCL error in: "
+        "../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5\n"
+        "(WorkerDict pid=4410, ip=10.0.0.21) ncclSystemError: System call (e.g. socket, malloc) or external library call "
+        "failed or device error.\n"
+        "(WorkerDict pid=4410, ip=10.0.0.21) Last error:\n"
+        "(WorkerDict pid=4410, ip=10.0.0.21) socketStartConnect: Connect to 10.0.0.22<51234> failed : Connection refused\n"
+    )
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "network_failure", obs.summary
+    assert obs.evidence["peer"].startswith("10.0.0.22") and obs.evidence["node"] == "10.0.0.21"
+    assert any(s["outcome"] == "nccl_abort" for s in obs.evidence["also_seen"])
+
+
+PACKING_RAISE = '(MegatronTrainRayActor pid=2345)     raise AssertionError("This should never happen.")\n'
+
+
+def test_slimes_packing_assertion_with_arguments_that_overrun_the_budget(tmp_path):
+    # THUDM/slime slime/backends/megatron_utils/data.py _get_capped_partitions: a user pastes the raise line alone
+    (tmp_path / "cmdline.txt").write_text(
+        "python3 train.py --rollout-max-prompt-len 2048 --rollout-max-response-len 16384 --max-tokens-per-gpu 8192 "
+        "--context-parallel-size 1 --use-dynamic-batch-size\n", encoding="utf-8")
+    obs = examine(tmp_path, HEAD + PACKING_RAISE)
+    assert obs.outcome == "sample_too_long", obs.summary
+    budget = obs.evidence["packing_budget"]
+    assert budget["longest_sample_tokens"] == 18432 and budget["max_tokens_per_gpu"] == 8192
+    assert "18432 > max_tokens_per_gpu*cp_size = 8192*1 = 8192" in budget["arithmetic"]
+
+
+def test_slimes_packing_assertion_within_budget_or_without_arguments_is_not_a_budget(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert examine(tmp_path / "a", HEAD + PACKING_RAISE).outcome == "other_error"  # no arguments: located, not guessed
+    (tmp_path / "b" / "cmdline.txt").write_text(
+        "python3 train.py --rollout-max-prompt-len 1024 --rollout-max-response-len 4096 --max-tokens-per-gpu 8192\n",
+        encoding="utf-8")
+    assert examine(tmp_path / "b", HEAD + PACKING_RAISE).outcome == "other_error"

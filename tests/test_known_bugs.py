@@ -246,3 +246,24 @@ def test_triage_run_with_a_user_file_reports_its_entry(tmp_path, capsys, monkeyp
     step = next(s for s in report["path"] if s["probe"] == "known_bugs")
     assert {m["id"] for m in step["evidence"]["matches"]} == {"sglang-slime-1853", "sglang-mine-1"}
     assert str(path) in step["evidence"]["index"]["files"]
+
+
+def test_trl_in_process_vllm_with_the_v1_engine_is_a_known_pair(tmp_path):
+    index = load_index()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    bad = run_with(tmp_path / "a", "trl==0.15.1\nvllm==0.8.2\ntransformers==4.49.0\n")
+    good = run_with(tmp_path / "b", "trl==0.16.0\nvllm==0.8.2\ntransformers==4.49.0\n")
+    hit = [m for m in index.match(bad.versions) if m.bug.id == "trl-vllm-3115"]
+    assert hit and hit[0].with_installed[0][:2] == ("vllm", "0.8.2")
+    assert hit[0].bug.fixed == "0.16.0" and hit[0].bug.verdict == "deps.version_mismatch"
+    assert not [m for m in index.match(good.versions) if m.bug.id == "trl-vllm-3115"]
+
+
+def test_a_pasted_package_list_alone_reaches_the_known_pair(tmp_path):
+    # what users paste as "System Info" in huggingface/trl issues: pins, nothing else
+    (tmp_path / "job.log").write_text("trl==0.15.2\nvllm==0.8.1\n", encoding="utf-8")
+    report = triage_run(open_run(str(tmp_path)), executor=LocalExecutor())
+    assert report.root_cause.id == "deps.version_mismatch"
+    step = next(s for s in report.path if s.probe == "known_bugs")
+    assert step.evidence["matches"][0]["id"] == "trl-vllm-3115"

@@ -290,3 +290,11 @@ def test_policy_drift_from_a_bf16_engine_under_an_fp32_trainer(tmp_path):
     s = noisy_series(6, seed=21, logp_gap=2e-7)
     slime_metrics_log(s, SHORT_FP32_ARGS, extra=noisy_extra(s)).write(tmp_path / "ok")
     assert classify(open_run(str(tmp_path / "ok"))).outcome == "no_symptom"
+
+
+def test_a_log_holding_only_a_package_list_has_nothing_to_classify(tmp_path):
+    # a pasted `pip freeze` is about the environment, not a record of the job
+    (tmp_path / "job.log").write_text("trl==0.15.2\nvllm==0.8.1\n", encoding="utf-8")
+    with pytest.raises(Unavailable) as exc:
+        classify(open_run(str(tmp_path)))
+    assert "no log record of the job" in exc.value.reason

@@ -136,3 +136,25 @@ def test_bare_log_lines_are_not_mistaken_for_versions(tmp_path):
         "[2026-08-01 10:00:01] model.py:918 - step 3: {'train/loss': 0.1}",
     ]) + "\n"
     assert make_run(tmp_path, log=log).versions.as_dict() == {}
+
+
+def test_pip_show_blocks_pasted_in_a_log(tmp_path):
+    # pypa/pip src/pip/_internal/commands/show.py: `Name:` then `Version:`, a blank-free block per package
+    log = ("$ pip show sglang megatron-core\n"
+           "Name: sglang\n"
+           "Version: 0.5.6.post2\n"
+           "Summary: SGLang is a fast serving framework for large language models and vision language models.\n"
+           "Location: /usr/local/lib/python3.12/dist-packages\n"
+           "---\n"
+           "Name: megatron-core\n"
+           "Version: 0.14.0\n"
+           "Requires: numpy, packaging, torch\n")
+    v = make_run(tmp_path, log).versions
+    assert v["sglang"].version == "0.5.6.post2" and where(v["sglang"]) == "job.log:3"
+    assert v["sglang"].detail == "pip show"
+    assert v["megatron-core"].version == "0.14.0"
+
+
+def test_a_name_line_without_its_version_is_not_a_package(tmp_path):
+    v = make_run(tmp_path, "Name: my-experiment\nStatus: running since 10:00\nVersion: 3.1.0\n").versions
+    assert "my-experiment" not in v

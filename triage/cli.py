@@ -43,7 +43,17 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         from triage.known_bugs import use_known_bug_files
 
         use_known_bug_files(ns.known_bugs)
-    report = triage_run(run, load_graph(ns.playbooks) if ns.playbooks else None, executor=_executor(ns))
+    from triage.memory.enrich import configure
+
+    if ns.baseline:
+        from triage.memory.diff import open_baseline
+
+        open_baseline(ns.baseline, ns.runs_root)  # not a run: one line, before the triage
+    configure(db=ns.cache_db, runs_roots=[Path(ns.runs_root)] if ns.runs_root else None, baseline=ns.baseline)
+    try:
+        report = triage_run(run, load_graph(ns.playbooks) if ns.playbooks else None, executor=_executor(ns))
+    finally:
+        configure()  # the baseline was for this run only
     if ns.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     elif ns.markdown:
@@ -161,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cache-db", default=None, help="findings cache file (default: $TRIAGE_DB or ~/.cache/triage/triage.db)")
     run.add_argument("--known-bugs", action="append", metavar="FILE", default=None,
                      help="a file of your own known-bug entries, matched with the shipped index (repeatable; $TRIAGE_KNOWN_BUGS)")
+    run.add_argument("--baseline", default=None, metavar="DIR",
+                     help="the last good run to compare with (default: the last run of the same job that succeeded "
+                          "or was triaged healthy, under the runs root or in the store)")
     fmt = run.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the report as JSON (root_cause.id, path, ...)")
     fmt.add_argument("--markdown", action="store_true", help="the report as Markdown")
@@ -181,12 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from triage.bench import add_bench_parser
     from triage.known_bugs import add_known_bugs_parser
+    from triage.memory.cli import add_memory_parsers
     from triage.postmortem import add_postmortem_parser
     from triage.ray.watch import add_watch_parser
     from triage.service.cli import add_serve_parser
 
     add_bench_parser(sub)
     add_known_bugs_parser(sub)
+    add_memory_parsers(sub)
     add_postmortem_parser(sub)
     add_serve_parser(sub)
     add_watch_parser(sub)

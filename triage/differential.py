@@ -10,9 +10,16 @@ command the missing check named, else the catalog's `confirm:`.
 Candidates the walk ruled out are never listed. When the `healthy` gate lacked records,
 `healthy` itself is a candidate: every check that ran passed, and the report says what
 more would settle it.
+
+Evidence from outside the walk raises a candidate (`boost`, `apply_boost`): an argument or
+package that changed since the last good run and that the verdict depends on, or the cause
+the team confirmed for the same error signature, which then ranks first
+(`triage/memory/enrich.py`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from pydantic import BaseModel, Field
 
@@ -42,7 +49,9 @@ def _observed(graph: DecisionGraph, findings: list[Finding]) -> dict[tuple[str, 
     return seen
 
 
-def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: set[str]) -> list[Candidate]:
+def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: set[str],
+                    boost: Mapping[str, Boost] | None = None) -> list[Candidate]:
+    """The differential, best first; `boost` (see `apply_boost`) raises verdicts evidence from outside the walk points at."""
     observed = _observed(graph, findings)
     opened: dict[str, Finding] = {}  # candidate -> the nearest check before it that could not run
     for f in findings:
@@ -78,4 +87,35 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
                              lacks=lacks, next_step=command or verdict.confirm))
     order = {vid: i for i, vid in enumerate(opened)}  # first opened first, among equal scores
     out.sort(key=lambda c: (-c.score, order[c.id]))
+    if boost:
+        return apply_boost(out, boost, {vid: v.title for vid, v in graph.catalog.items()}, ruled_out)
     return out[:MAX_CANDIDATES]
+
+
+class Boost(BaseModel):
+    """Evidence from outside the walk for one verdict: a change since the last good run (weight 1), a
+    cause the team confirmed for the same error signature (weight 2, ranked first)."""
+
+    weight: float
+    supports: list[str] = Field(default_factory=list)
+
+
+def apply_boost(candidates: list[Candidate], boost: Mapping[str, Boost], titles: Mapping[str, str],
+                ruled_out: set[str] = frozenset()) -> list[Candidate]:
+    """Raise boosted verdicts above the others (highest weight first, then score), their outside evidence
+    quoted first in `supports`; a boosted verdict the walk did not open is added (score 0) unless ruled out
+    (a confirmed cause, weight >= 2, is added even then: the team's answer outranks the walk's guess)."""
+    by_id = {c.id: c for c in candidates}
+    for vid, b in boost.items():
+        if vid in (HEALTHY, INCONCLUSIVE) or vid not in titles:
+            continue
+        c = by_id.get(vid)
+        if c is None:
+            if vid in ruled_out and b.weight < 2:
+                continue
+            c = by_id[vid] = Candidate(id=vid, title=titles[vid], score=0.0)
+        by_id[vid] = c.model_copy(update={"supports": list(dict.fromkeys([*b.supports, *c.supports]))})
+    order = {c.id: i for i, c in enumerate(candidates)}
+    ranked = sorted(by_id.values(), key=lambda c: (-(boost[c.id].weight if c.id in boost else 0.0), -c.score,
+                                                   order.get(c.id, len(order))))
+    return ranked[:MAX_CANDIDATES]

@@ -38,8 +38,18 @@ class Executor(Protocol):
     def run_probe(self, node: Node, probe_cls: type[Probe], run: Run) -> Finding: ...
 
 
+def _framework_help(probe_cls: type[Probe], run: Run) -> dict[str, str]:
+    """How the run's own framework produces each need (a verl run is not told slime's flags)."""
+    try:
+        if run.framework in ("slime", "miles", "relax", "unknown"):
+            return {}
+        return {need: text for need in probe_cls.needs if (text := run.needs_help(need))}
+    except TriageError:
+        return {}
+
+
 def missing_need(probe_cls: type[Probe], run: Run) -> Missing | None:
-    help_for = {**NEEDS_HELP, **probe_cls.how_to_get}
+    help_for = {**NEEDS_HELP, **probe_cls.how_to_get, **_framework_help(probe_cls, run)}
     for need in probe_cls.needs:
         try:
             present = run.has(need)
@@ -73,7 +83,10 @@ def _short(exc: BaseException, limit: int = 300) -> str:
     """`Type: message` on one line, bounded, without advice to load unsafely."""
     from triage.errors import without_unsafe_advice
 
-    text = " ".join(without_unsafe_advice(str(exc)).split())
+    try:
+        text = " ".join(without_unsafe_advice(str(exc)[:10_000]).split())
+    except Exception:  # noqa: BLE001 - a message that cannot even be rendered (a 5,000-digit int)
+        text = ""
     text = text if len(text) <= limit else text[:limit] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -653,6 +653,15 @@ def build_postmortem(run: Run, report: Report, plots_dir: Path | None = None, st
         md += [f"Plots of {', '.join(f'`{c.source}`' for c in candidates[:MAX_PLOTS])} are written with `-o FILE.md`.", ""]
     else:
         md += ["The run logged no metric series to plot.", ""]
+    from triage.memory.render import TITLE, baseline_line, change_lines, history_lines
+
+    if report.changes is not None:  # the run's baseline diff (triage/memory/)
+        md += [f"## {TITLE}", "", f"_{baseline_line(report)}; divergence: {report.changes.rule}._", ""]
+        md += [f"- {line}" for line in change_lines(report, limit=40)] + [""]
+    if report.history is not None and report.history.confirmed:  # confirmed history of the same error signature
+        md += ["## Seen before", "", *[f"- {line}" for line in history_lines(report)[:1]]]
+        md += [f"- {c.at[:10]}: triage `{c.triage_id}` ({c.run or 'run unknown'}) confirmed as `{c.verdict}` by {c.by}"
+               + (f" — {c.note}" if c.note else "") for c in report.history.confirmed[:10]] + [""]
     md += ["## How the triage got there", ""] + _path_lines(report) + [""]
     md += ["## Ruled out", ""]
     md += [f"- `{r.verdict}` ({r.title}): {r.because}" for r in report.ruled_out] or ["Nothing was ruled out on the way."]

@@ -16,7 +16,10 @@ JSON schema (stable, `schema_version` bumps on breaking change)::
       "candidates": [{"id", "title", "score", "supports": [..], "lacks": [..], "next_step"}],
       "coverage": {"read": {...}, "metrics": {name: {"records", "key", "kind", "source"}},
                    "not_understood": [..], "checks": [{"probe", "node", "status", "outcome"}],
-                   "versions": {package: version}, "versions_note"}
+                   "versions": {package: version}, "versions_note"},
+      "changes": {"baseline", "found_by", "baseline_status", "changes": [{"kind", "name", "baseline", "run",
+                  "note", "bears_on"}], "divergence": {"metric", "step", ...} | null, "new_errors"} | null,
+      "history": {"triage_id", "signature", "seen_runs", "confirmed": [{"verdict", "by", "at", ...}]} | null
     }
 
 `candidates` is the ranked differential (`triage/differential.py`): filled when the
@@ -38,6 +41,7 @@ from triage.coverage import Coverage, build_coverage, confidence_factor
 from triage.differential import Candidate, rank_candidates
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
 from triage.graph import DecisionGraph
+from triage.memory.models import ChangeSummary, History
 from triage.run.run import Run
 from triage.walker import Walk
 
@@ -107,6 +111,8 @@ class Report(BaseModel):
     not_checked: list[NotChecked] = Field(default_factory=list)
     candidates: list[Candidate] = Field(default_factory=list)
     coverage: Coverage = Field(default_factory=Coverage)
+    changes: ChangeSummary | None = None  # what changed since the last good run (triage/memory/)
+    history: History | None = None  # the triage's id, its error signature, causes confirmed for it before
 
     @property
     def inconclusive(self) -> bool:
@@ -178,7 +184,7 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         if candidates:
             explanation += " Candidates, most supported first: " + ", ".join(c.id for c in candidates) + "."
     coverage = build_coverage(run, walk.findings)
-    return Report(
+    report = Report(
         created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         duration_s=round(duration_s, 4),
         run=RunInfo(
@@ -196,3 +202,6 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         candidates=candidates,
         coverage=coverage,
     )
+    from triage.memory.enrich import enrich
+
+    return enrich(report, run)  # changes since the last good run, confirmed history; records the verdict

@@ -120,6 +120,9 @@ _HF_ENV = re.compile(  # `- TRL version: 0.19.0`, "- `transformers` version: 4.4
 )
 _KEY_VALUE = re.compile(r"^\s*(?P<name>[A-Za-z][\w-]*)\s*:\s*(?P<ver>v?\d[\w.+!-]*)\s*\.?\s*$")  # `vllm : 0.24.0`
 _VERL_VERSION = re.compile(r"^\s*Version\s*:\s*(?P<ver>\d[\w.+!-]*)\s*$")
+# `pip show NAME`: `Name: sglang` then `Version: 0.5.7` on the next line (pypa/pip src/pip/_internal/commands/show.py)
+_PIP_SHOW_NAME = re.compile(rf"^Name:\s*(?P<name>{_NAME})\s*$")
+_PIP_SHOW_VERSION = re.compile(r"^Version:\s*(?P<ver>v?\d[\w.+!-]*)\s*$")
 _COMMIT = re.compile(r"^\s*(?:(?P<name>[A-Za-z][\w-]*)\s+)?(?:Commit Hash|commit|git[- ]hash)\s*[:=]\s*(?P<sha>[0-9a-f]{7,40})\b", re.I)
 _BLOCK_HEAD = re.compile(r"-{3,}\s*(?P<title>[\w ]+?)\s*-{3,}")
 # banners
@@ -152,7 +155,7 @@ _NEEDLES: tuple[bytes, ...] = (
     b"==", b"LLM engine (v", b"API server version", b"DeepSpeed info", b"PyTorch version", b"ray, version",
     b"_version='", b" version:", b" version (", b"Package", b"# packages in environment", b"egg=", b"@ git+", b"ommit", b"[GCC",
     b"[Clang", b"Info---", b"slimerl/", b"lmsysorg/", b"vllm/vllm", b"verlai/", b"radixark/", b"rlsys/", b"hiyouga/",
-    b"openrlhf/",
+    b"openrlhf/", b"Name: ",
 )
 try:  # optional: one multi-needle pass instead of one `bytes.find` pass per needle
     import ahocorasick_rs as _ahocorasick
@@ -161,12 +164,12 @@ try:  # optional: one multi-needle pass instead of one `bytes.find` pass per nee
 except ImportError:  # pragma: no cover - depends on the environment
     _AUTOMATON = None
 WINDOW_BYTES = 4 << 20
-_BLOCK_START = re.compile(r"^Package\s+Version|^#\s*packages in environment|-{3,}\s*[\w ]*Info\s*-{3,}")
+_BLOCK_START = re.compile(r"^Package\s+Version|^#\s*packages in environment|-{3,}\s*[\w ]*Info\s*-{3,}|^Name:\s*\S+\s*$")
 # Cheap test that a line may hold any of the above (the rest are only counted).
 _HINT = re.compile(
     r"==|LLM engine \(v|API server version|DeepSpeed info|PyTorch version|ray, version|ray_version=|"
     r"version|Version|Package|# packages in environment|egg=|@ git\+|[Cc]ommit|[Hh]ash|\[GCC|\[Clang|"
-    r"(?:slimerl|lmsysorg|vllm|verlai|radixark|rlsys|hiyouga|openrlhf)/|^\s*[\w-]+\s*:\s*v?\d"
+    r"(?:slimerl|lmsysorg|vllm|verlai|radixark|rlsys|hiyouga|openrlhf)/|^\s*[\w-]+\s*:\s*v?\d|^Name:"
 )
 
 
@@ -428,9 +431,21 @@ def _scan(path: Path | str, lines: Iterator[tuple[int, str]] | enumerate, out: R
     table: str | None = None  # "pip list" | "conda list" while inside one
     block: str | None = None  # the title of a diagnose.py block (`Pip Info`, `verl Info`)
     list_source = "environment report" if in_log else "package list"
+    shown: str | None = None  # the package of a `pip show` block until its `Version:` line
     for n, raw in lines:
         where = f"{path}:{n}"
         line = _RAY_PREFIX.sub("", _ANSI.sub("", raw)).rstrip()
+        if shown is not None:
+            m = _PIP_SHOW_VERSION.match(line)
+            if m:
+                out.add(VersionRecord(normal_name(shown), clean_version(m["ver"]), where, list_source, "pip show"))
+                shown = None
+                continue
+            if not line.startswith(("Summary:", "Home-page:", "Author", "License", "Metadata-Version:")):
+                shown = None
+        if line.startswith("Name:") and (m := _PIP_SHOW_NAME.match(line)):
+            shown = m["name"]
+            continue
         if table is not None:
             if table == "pip list" and _PIP_LIST_RULE.match(line):
                 continue

@@ -185,6 +185,24 @@ def test_deeply_nested_manifest_is_one_line(tmp_path, capsys, name, text):
     assert_one_line_error(*triage(capsys, str(run), deadline=30)[::2], name, "nested")
 
 
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_deeply_nested_metric_line_in_a_log(tmp_path, capsys, depth):
+    run = base_run(tmp_path)
+    with (run / "job.log").open("a") as fh:
+        fh.write("[2026-08-01 10:00:00] train.py:1 - step 1: {'x': " + "[" * depth + "]" * depth + "}\n")
+
+    assert_report(*triage(capsys, str(run), "--json"))
+
+
+def test_five_thousand_digit_step_and_values_in_a_log(tmp_path, capsys):
+    run = base_run(tmp_path)
+    big = "9" * 5000
+    with (run / "job.log").open("a") as fh:
+        fh.write(f"[2026-08-01 10:00:00] train.py:1 - step {big}: {{'train/loss': {big}, 'train/grad_norm': 1e308}}\n")
+
+    assert_report(*triage(capsys, str(run), "--json"))
+
+
 def test_huge_integer_in_manifest_is_one_line(tmp_path, capsys):
     run = base_run(tmp_path)
     (run / "triage.yaml").write_text("args: {global_batch_size: " + "9" * 5000 + "}\n")

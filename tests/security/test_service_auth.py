@@ -169,3 +169,26 @@ def test_a_20000_deep_json_body_is_a_400(server):
     body = urlencode({"payload": "[" * 6_000 + "]" * 6_000}).encode()  # within the body limit once URL-encoded
     r = server.post("/slack/interactions", content=body, headers=sign_slack(SECRET, body))
     assert r.status_code == 400 and "nested too deeply" in r.text and len(r.content) < 200
+
+
+def test_the_service_configuration_reads_relaunch_links_and_limits(tmp_path):
+    from triage.errors import BadInput
+
+    env = {"TRIAGE_RUNS_ROOT": str(tmp_path), "SLACK_SIGNING_SECRET": SECRET}
+    default = ServiceConfig.from_env(env)
+    assert default.allow_relaunch is False  # never, unless configured
+    assert default.link_ttl_s == 7 * 24 * 3600 and default.rate_user_per_min == 6
+    cfg = ServiceConfig.from_env({**env, "TRIAGE_ALLOW_RELAUNCH": "1", "TRIAGE_LINK_TTL": "60",
+                                  "TRIAGE_RATE_USER": "2", "TRIAGE_RATE_CHANNEL": "0", "TRIAGE_LINK_SECRET": "k"})
+    assert cfg.allow_relaunch and cfg.link_ttl_s == 60 and cfg.rate_user_per_min == 2 and cfg.link_key == b"k"
+    assert default.link_key != SECRET.encode()  # derived, not the signing secret itself
+    with pytest.raises(BadInput, match="TRIAGE_LINK_TTL"):
+        ServiceConfig.from_env({**env, "TRIAGE_LINK_TTL": "soon"})
+    from triage.cli import build_parser
+    from triage.service.cli import config_from_args
+
+    ns = build_parser().parse_args(["serve", "--runs-root", str(tmp_path), "--allow-relaunch", "--engine-allow",
+                                    "10.0.0.5:30000", "--rate-user", "1"])
+    flagged = config_from_args(ns)
+    assert flagged.allow_relaunch and flagged.engine_allow == frozenset({"10.0.0.5:30000"})
+    assert flagged.rate_user_per_min == 1

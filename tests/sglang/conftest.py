@@ -63,7 +63,7 @@ def servers() -> Iterator[Servers]:
 
 
 @pytest.fixture(scope="session")
-def weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """The weight directories and Megatron checkpoints every scenario uses (built once)."""
     import sglang_scenarios as sc
 
@@ -80,4 +80,13 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out[f"{arch}/stale"] = sc.write_weights(base_dir, root / arch / "stale", sc.stale_mlp(trained, base))
         out[f"{arch}/megatron"] = sc.megatron_checkpoint(trained_dir, root / arch / "megatron")
     out["qwen2/dump"] = sc.rollout_dump(root / "qwen2" / "rollout_0.pt", model_dir("model"))
-    return out
+    # the runs name their checkpoints and HF base on "shared storage" outside the run directory,
+    # as a cluster job does: the user allows those roots (--allow-path / $TRIAGE_ALLOWED_ROOTS)
+    allowed = os.pathsep.join(str(p) for p in (root, model_dir("model").parent))
+    previous = os.environ.get("TRIAGE_ALLOWED_ROOTS")
+    os.environ["TRIAGE_ALLOWED_ROOTS"] = allowed
+    yield out
+    if previous is None:
+        os.environ.pop("TRIAGE_ALLOWED_ROOTS", None)
+    else:
+        os.environ["TRIAGE_ALLOWED_ROOTS"] = previous

@@ -84,7 +84,7 @@ def _parse_json_like(body: str) -> dict[str, object] | None:
 def _json(text: str) -> dict[str, object] | None:
     try:
         value, end = _JSON.raw_decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: the literal parser says so
         return None
     if end != len(text) or not isinstance(value, dict):
         return None

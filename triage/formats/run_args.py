@@ -278,7 +278,10 @@ def collect_run_args(run: Run) -> RunArgs:
     for path in getattr(artifacts, "configs", ()):
         from triage.formats.hydra_overrides import read_config_yaml
 
-        layer(read_config_yaml(path), CONFIG_FILE)
+        try:
+            layer(read_config_yaml(path), CONFIG_FILE)
+        except CorruptArtifact as exc:  # any *.yaml near the root is tried; one that is not a config is noted, not fatal
+            artifacts.skipped.append(f"{path.name}: not read as a config ({exc})")
     for path in getattr(artifacts, "python_configs", ()):
         from triage.formats.python_config import read_python_config
 

@@ -81,6 +81,9 @@ ERROR_WORDS: tuple[str, ...] = (
     "illegal memory access", "NCCL", "Watchdog", "timed out", "timing out", "Max retries",
     "already in use", "boundary", "padding token", "does not appear to have", "does not exist",
     "SIGTERM", "Xid", "fallen off the bus",  # scheduler signals and GPU hardware faults (probes/signatures.yaml)
+    # wordings of probes/signatures.yaml that hold none of the words above: Ray's disk monitor, an
+    # engine's context-length refusal, NCCL's socket connect, a compiled kernel that does not load
+    "% full", "context length", "Connect to", "Could not load",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -96,6 +99,7 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"out of memory", b"OutOfMemory", b"OOM", b"oom-kill", b"Not enough memory", b"illegal memory access",
         b"NCCL", b"Watchdog", b"timed out", b"timing out", b"Max retries", b"already in use", b"boundary",
         b"padding token", b"does not ", b"Xid", b"fallen off the bus",
+        b"% full", b"context length", b"Connect to", b"ould not load",
     )),
     (b"Traceback", _ERROR_MARK | _TRACE_MARK),
     *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
@@ -108,7 +112,7 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
     # other frameworks' metric lines (triage.formats.metric_lines)
     # (the HF Trainer adds `epoch` to every dict it logs: transformers/trainer.py, Trainer.log)
     *((word, _FW_MARK) for word in (b"step:", b"'epoch': ", b'"epoch": ', b"{'loss': ", b'{"loss": ',
-                                    b"global_step/max_steps", b"it/s, ", b"s/it, ")),
+                                    b"it/s, ", b"s/it, ")),
 )
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)

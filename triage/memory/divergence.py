@@ -3,9 +3,10 @@
 The two runs' series are aligned by step (the steps both logged). At each aligned step
 the baseline's own noise sets the tolerance: the median and the robust spread (1.4826 ×
 the median absolute deviation, MAD) of the baseline's values in a window of steps
-around it. The run leaves the band when its modified z-score |x - median| / spread
-exceeds `baseline.divergence_z` (3.5: Iglewicz & Hoaglin's cut-off for outliers,
-"How to Detect and Handle Outliers", 1993), and it diverges from the first such step
+around it. The run's own median over the same window leaves that band when its robust
+z-score |run median - baseline median| / spread exceeds `baseline.divergence_z` (3.5:
+Iglewicz & Hoaglin's cut-off for outliers, "How to Detect and Handle Outliers", 1993),
+and it diverges from the first such step
 after which it stays out for `baseline.divergence_persist` aligned steps (a single stray
 point is noise). A non-finite value where the baseline is finite diverges at once. A
 flat baseline (spread 0, e.g. a constant learning rate) gets a floor of
@@ -30,15 +31,19 @@ MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its stan
 
 def rule_text() -> str:
     return (f"aligned by step; tolerance = {threshold('baseline.divergence_z'):g} × the baseline's robust spread "
-            f"(1.4826 × MAD over ±{count('baseline.divergence_window')} steps), out for "
+            f"(1.4826 × MAD over ±{count('baseline.divergence_window')} steps; each run's median over that window), out for "
             f"{count('baseline.divergence_persist')} step(s) in a row")
 
 
-def _band(steps: np.ndarray, values: np.ndarray, at: int, half: int) -> tuple[float, float]:
+def _window(steps: np.ndarray, values: np.ndarray, at: int, half: int) -> np.ndarray:
     i = int(np.searchsorted(steps, at))
-    lo, hi = max(0, i - half), min(len(values), i + half + 1)
-    window = values[lo:hi]
-    window = window[np.isfinite(window)]
+    window = values[max(0, i - half):min(len(values), i + half + 1)]
+    return window[np.isfinite(window)]
+
+
+def _band(steps: np.ndarray, values: np.ndarray, at: int, half: int) -> tuple[float, float]:
+    """The baseline's local median around step `at`, and its robust spread there (1.4826 × MAD)."""
+    window = _window(steps, values, at, half)
     if window.size == 0:
         return float("nan"), float("nan")
     med = float(np.median(window))
@@ -65,15 +70,20 @@ def first_divergence(run: Run, baseline: Run) -> tuple[list[Divergence], int]:
             continue
         order = np.argsort(b.steps, kind="stable")
         b_steps, b_values = b.steps[order], b.values[order]
-        common, ia, _ = np.intersect1d(a.steps, b_steps, return_indices=True)
+        order = np.argsort(a.steps, kind="stable")
+        a_steps, a_values = a.steps[order], a.values[order]
+        common, ia, _ = np.intersect1d(a_steps, b_steps, return_indices=True)
         aligned_max = max(aligned_max, int(common.size))
         if common.size == 0:
             continue
         out_run = 0
         start: tuple[int, float | None, float, float] | None = None
         for step, idx in zip(common, ia):
-            v = float(a.values[idx])
+            v = float(a_values[idx])
             med, tol = _band(b_steps, b_values, int(step), half)
+            if np.isfinite(v):  # the run's own local median: one noisy record is not a departure
+                local = _window(a_steps, a_values, int(step), half)
+                v = float(np.median(local)) if local.size else v
             if not np.isfinite(med):
                 out_run, start = 0, None
                 continue

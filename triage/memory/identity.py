@@ -80,16 +80,39 @@ def same_job(a: dict[str, str], b: dict[str, str]) -> bool:
     return all(a[k] == b[k] for k in shared)
 
 
+def _traceback_signature(run: Run) -> str | None:
+    """The first traceback's signature in log order (the crash the walk's `crash_location` would pick first)."""
+    from triage.formats.tracebacks import read_tracebacks
+
+    logs = list(run.artifacts.logs)
+    if not logs:
+        return None
+    try:
+        reader = read_tracebacks(logs)
+    except (OSError, TriageError):
+        return None
+    pos = {str(p): i for i, p in enumerate(logs)}
+    groups = sorted(reader.groups.values(), key=lambda g: (pos.get(str(g.first.path), len(pos)), g.first.start_line))
+    return groups[0].signature if groups else None
+
+
 def error_signature(run: Run, report: Report | None = None) -> str | None:
-    """The run's normalised error signature: the deciding traceback's (`crash_location`,
-    `triage/formats/tracebacks.py:signature_of`), else the error-signature probe's id, else
-    the first error line of the log, masked (`tracebacks.normalise`)."""
-    if report is not None:
-        for probe in ("crash_location", "error_signatures"):
-            for step in report.path:
-                sig = step.evidence.get("signature") if step.probe == probe else None
-                if isinstance(sig, str) and sig:
-                    return sig
+    """The run's normalised error signature: the deciding traceback's (`crash_location`), else the
+    first traceback's in the log (`triage/formats/tracebacks.py:signature_of`: exception type, masked
+    message, in-app frames), else the error-signature probe's id, else the log's first error line,
+    masked (`tracebacks.normalise`). None for a run without an error."""
+    steps = report.path if report is not None else []
+    for step in steps:
+        sig = step.evidence.get("signature") if step.probe == "crash_location" else None
+        if isinstance(sig, str) and sig:
+            return sig
+    sig = _traceback_signature(run)
+    if sig:
+        return sig
+    for step in steps:
+        sig = step.evidence.get("signature") if step.probe == "error_signatures" else None
+        if isinstance(sig, str) and sig:
+            return "error_signatures | " + sig
     try:
         errors = run.log.errors if run.artifacts.logs else []
     except TriageError:

@@ -23,6 +23,10 @@ def render_markdown(report: Report) -> str:
     out += ["## Remedy", "", rc.remedy, ""]
     if rc.flags:
         out += ["Flags: " + ", ".join(f"`{f}`" for f in rc.flags), ""]
+    from triage.memory.render import TITLE, baseline_line, change_lines, history_lines
+
+    if report.changes is not None:
+        out += [f"## {TITLE}", "", f"_{baseline_line(report)}_", "", *[f"- {line}" for line in change_lines(report)], ""]
     out += ["## How the triage got there", ""]
     for i, step in enumerate(report.path, 1):
         mark = {UNAVAILABLE: "not checked", ERROR: "error"}.get(step.outcome, step.outcome)
@@ -47,6 +51,8 @@ def render_markdown(report: Report) -> str:
     cov = coverage_lines(report)
     if cov:
         out += ["## Coverage", "", *[f"- {line}" for line in cov], ""]
+    if history_lines(report):
+        out += ["## Team memory", "", *[f"- {line}" for line in history_lines(report)], ""]
     art = ", ".join(f"{k}: {v}" for k, v in report.run.artifacts.items() if v)
     out += [f"_Run `{report.run.path}` ({report.run.framework}; {art}); triaged in {report.duration_s:.2f} s._", ""]
     return "\n".join(out)

@@ -28,6 +28,12 @@ def render_terminal(report: Report, console: Console) -> None:
     if rc.flags:
         body.append(Text.assemble(("Flags: ", "bold"), ", ".join(rc.flags)))
     console.print(Panel(Group(*body), title=f"triage · {report.run.ref}", subtitle=f"{report.run.framework}", expand=True))
+    from triage.memory.render import TITLE, baseline_line, change_lines, history_lines
+
+    if report.changes is not None:
+        console.print(Text.assemble((f"{TITLE}: ", "bold"), (baseline_line(report) or "", "dim")))
+        for line in change_lines(report):
+            console.print(Text(f"  {line}"))
 
     table = Table(title="How the triage got there", show_lines=True, expand=True)
     table.add_column("#", justify="right", width=3)
@@ -63,6 +69,8 @@ def render_terminal(report: Report, console: Console) -> None:
         console.print(Text("Candidates (most supported first):", style="bold yellow"))
         for line in candidate_lines(report):
             console.print(Text(f"  {line}"))
+    for line in history_lines(report):
+        console.print(Text(line, style="bold" if line.startswith("seen before") else "dim"))
     lines = coverage_lines(report)
     if lines:
         console.print(Text("Coverage:", style="bold"))

@@ -30,8 +30,8 @@ class RelaunchRefused(Unavailable):
     """The run's job would have been started, and was not: no consent. `command` is what would have run."""
 
     def __init__(self, what: str, command: str) -> None:
-        reason = (f"not run: {what} would start the run's own job, which executes code from the run "
-                  f"(its entry script and the functions its command line names); {hint()}")
+        reason = (f"not run: {what} executes code the run chooses (the functions its command line names, "
+                  f"what they import); {hint()}")
         super().__init__(ARTIFACT, reason, command)
 
 

@@ -2,7 +2,7 @@
 
 Example::
 
-    framework: slime            # slime | miles | relax | hf_trainer
+    framework: slime            # slime | miles | relax | verl | openrlhf | hf_trainer | trl | axolotl | ms_swift
     status: failed              # failed | running | succeeded
     logs: [logs/driver.log]
     command_line: cmd.txt       # or an inline string under `command`
@@ -36,7 +36,8 @@ MAX_MANIFEST_ENTRIES = 10_000  # paths, engines and args together: more than any
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    framework: Literal["slime", "miles", "relax", "hf_trainer", "unknown"] | None = None
+    framework: Literal["slime", "miles", "relax", "verl", "openrlhf", "hf_trainer", "trl", "axolotl", "ms_swift",
+                       "unknown"] | None = None
     status: Literal["failed", "running", "succeeded", "stopped", "pending"] | None = None
     logs: list[str] = []
     command: str | None = None

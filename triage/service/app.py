@@ -123,6 +123,11 @@ class Service:
 
     def start(self) -> None:
         self.store = self._store if self._store is not None else SQLiteStore(self.config.db_path)
+        from triage.memory.enrich import configure
+
+        # the team's memory (baselines, confirmed causes) lives in the service's database file
+        configure(db=self.config.db_path, runs_roots=list(self.config.runs_roots),
+                  export_env=self.config.workers == "process")
         requeued, unsure = self.store.recover()
         self.poster = SlackPoster(self.store, self.config, self.metrics, client=self._slack_client,
                                   postmortem_files=self._postmortem_files or self.postmortem_files, lull=self.lull)
@@ -138,6 +143,9 @@ class Service:
     def stop(self) -> None:
         self.queue.stop()
         self.poster.stop()
+        from triage.memory.enrich import configure
+
+        configure()
         if self._store is None:
             self.store.close()
 
@@ -360,6 +368,11 @@ async def interactions(request: Request) -> Response:
         return svc.reject(Rejected(400, "bad_request", "the interaction payload is nested too deeply"))
     except (UnicodeDecodeError, ValueError) as exc:
         return svc.reject(Rejected(400, "bad_request", f"the interaction payload is not readable: {str(exc)[:200]}"))
+    from triage.memory.slack import handle_interaction
+
+    answered = await handle_interaction(svc, payload)  # "Confirm" / "It was something else…" and its modal
+    if answered is not None:
+        return answered
     actions = payload.get("actions") or []
     action = actions[0] if actions and isinstance(actions[0], dict) else {}
     if payload.get("type") != "block_actions" or action.get("action_id") != ACTIVE_ACTION:
@@ -527,7 +540,23 @@ async def metrics(request: Request) -> Response:
         "triage_posts_failed": ("Slack posts given up on.", counts.posts_failed),
         "triage_workers": ("Concurrent triages allowed.", svc.config.concurrency),
     })
+    text += await run_in_threadpool(_memory_metrics, svc)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _memory_metrics(svc: Service) -> str:
+    """Verdict quality from the team's memory (triage/memory/stats.py); empty when it cannot be read."""
+    import sqlite3
+
+    from triage.memory.stats import metrics_text
+    from triage.memory.store import MemoryStore
+
+    try:
+        with MemoryStore(svc.config.db_path) as store:
+            return metrics_text(store)
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("memory_metrics_unavailable", error=str(exc))
+        return ""
 
 
 def create_app(config: ServiceConfig, *, store: TriageStore | None = None, slack_client: Any = None,

@@ -102,3 +102,11 @@ class ServiceMetrics:
         for name, (help_text, value) in sorted(gauges.items()):
             out += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value:g}"]
         return "\n".join(out) + "\n"
+
+
+def labelled_gauges(name: str, help_text: str, series: Iterable[tuple[dict[str, str], float]]) -> str:
+    """One gauge family with labels, in the exposition format (values read from a store at scrape time)."""
+    out = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+    for labels, value in series:
+        out.append(f"{name}{_labels(tuple(sorted(labels.items())))} {value:g}")
+    return "\n".join(out) + "\n"

@@ -91,6 +91,9 @@ def report_blocks(report: Report, *, triage_id: str, run_ref: str, postmortem_li
 
         ranked = "\n".join(escape(_cut(line, 600)) for line in candidate_lines(report)[:3])
         blocks.append({"type": "section", "text": _mrkdwn(f"*Candidates*\n{ranked}")})
+    from triage.memory.slack import confirm_buttons, memory_blocks
+
+    blocks += memory_blocks(report)  # changed since the last good run; seen before
     remedy = f"*Remedy*\n{escape(rc.remedy)}"
     if rc.flags:
         remedy += "\n" + " ".join(f"`{escape(f)}`" for f in rc.flags)
@@ -108,6 +111,7 @@ def report_blocks(report: Report, *, triage_id: str, run_ref: str, postmortem_li
                         "text": {"type": "plain_text", "text": "Full postmortem"}})
     if buttons:
         blocks.append({"type": "actions", "block_id": "triage_actions", "elements": buttons})
+    blocks.append(confirm_buttons(report, triage_id))  # "Confirm" / "It was something else…"
     cov = report.coverage
     read = f"{cov.checks_ran} of {len(cov.checks)} checks ran · {sum(int(m.get('records', 0)) for m in cov.metrics.values())} metric records"
     if cov.not_understood:

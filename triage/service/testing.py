@@ -47,6 +47,7 @@ class SlackStandIn:
         self.calls: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
         self.ephemerals: list[dict[str, Any]] = []
+        self.views: list[dict[str, Any]] = []  # modals opened (views.open)
         self.files: dict[str, dict[str, Any]] = {}
         self.fail_next: dict[str, list[str]] = {}  # method -> errors to answer, one per call
         self.drop_answer: dict[str, int] = {}  # method -> how many calls to record and then hang up on
@@ -142,6 +143,13 @@ class SlackStandIn:
                 return {"ok": False, "error": "file_not_found"}
             channels = [f["shared"]["channel"]] if f["shared"] else []
             return {"ok": True, "file": {"id": f["id"], "name": f["name"], "channels": channels}}
+        if method == "views.open":
+            view = params.get("view")
+            view = json.loads(view) if isinstance(view, str) else view
+            if not params.get("trigger_id") or not isinstance(view, dict):
+                return {"ok": False, "error": "invalid_arguments"}
+            self.views.append({"trigger_id": params["trigger_id"], "view": view})
+            return {"ok": True, "view": {**view, "id": f"V{next(self._ts):08d}"}}
         if method == "auth.test":
             return {"ok": True, "team_id": "T0TEST", "user_id": "U0BOT"}
         return {"ok": False, "error": "unknown_method"}
