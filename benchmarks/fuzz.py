@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import pickle
+import queue
 import random
 import shutil
 import signal
@@ -34,6 +35,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -514,8 +516,8 @@ def start_case(cls: str, index: int, case: Case, work: Path, example: str, fork:
     return Running(cls, index, case, work, pid, started, example)
 
 
-def finish_case(r: Running, status: int, usage, hung: bool) -> Result:
-    wall = time.monotonic() - r.started
+def finish_case(r: Running, status: int, usage, hung: bool, ended: float) -> Result:
+    wall = ended - r.started
     code = os.waitstatus_to_exitcode(status)
     stdout = (r.work / "stdout").read_bytes()[:50 << 20].decode("utf-8", "replace")
     stderr = (r.work / "stderr").read_bytes()[:50 << 20].decode("utf-8", "replace")
@@ -545,54 +547,70 @@ def make_case(example: Path, work: Path, seed: int) -> Case:
 
 
 def _remove(path: Path) -> None:
-    for p in [path, *path.rglob("*")]:
+    """Remove a case, giving back the permissions a `no_read_permission` case took away
+    (root needs none of them; another user does)."""
+    def retry(func, p, _exc):
         try:
-            if not p.is_symlink():
-                p.chmod(0o700 if p.is_dir() else 0o600)
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                func(p)
         except OSError:
             pass
-    shutil.rmtree(path, ignore_errors=True)
+
+    shutil.rmtree(path, onerror=retry)
+
+
+def _wait(r: Running, timeout: float, done: queue.Queue) -> None:
+    """In a thread per case: wait for the child, killing its session at the deadline; the wall
+    time is taken when the child ends, whatever the main thread is busy with."""
+    killer = threading.Timer(timeout, _kill, (r.pid,))
+    killer.start()
+    _pid, status, usage = os.wait4(r.pid, 0)
+    ended = time.monotonic()
+    hung = ended - r.started >= timeout
+    killer.cancel()
+    done.put((r, status, usage, hung, ended))
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def fuzz(names: list[str], cases: int, timeout: float, examples: list[Path], base_seed: int, jobs: int,
          fork: bool, verbose: bool) -> list[Row]:
     rows = {name: Row(name) for name in names}
     todo = [(name, i) for name in names for i in range(cases)]
-    running: dict[int, Running] = {}
+    done: queue.Queue = queue.Queue()
+    running = 0
     while todo or running:
-        while todo and len(running) < jobs:
+        while todo and running < jobs:
             name, i = todo.pop(0)
             example = examples[i % len(examples)]
             work = Path(tempfile.mkdtemp(prefix=f"fuzz-{name}-"))
             case = make_case(example, work, base_seed * 1_000_003 + i)
             CLASSES[name](case)
             r = start_case(name, i, case, work, example.name, fork)
-            running[r.pid] = r
-        for pid, r in list(running.items()):
-            done, status, usage = os.wait4(pid, os.WNOHANG)
-            hung = False
-            if not done:
-                if time.monotonic() - r.started <= timeout:
-                    continue
-                hung = True
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                _pid, status, usage = os.wait4(pid, 0)
-            del running[pid]
-            result = finish_case(r, status, usage, hung)
-            _remove(r.work)
-            row = rows[r.cls]
-            row.results.append(result)
-            if len(row.results) == cases:
-                print(f"# {r.cls}: {cases} cases done", file=sys.stderr, flush=True)
-            flags = [f for f, on in (("TRACEBACK", result.traceback), ("HUNG", result.hung), ("EXIT1", result.code == 1),
-                                     ("LEAK", result.leaked), ("EXECUTED", result.executed)) if on]
-            if verbose or flags:
-                print(f"  {r.cls}[{r.index}] {r.example}: {r.case.note} -> exit {result.code} {result.wall_s:.1f}s "
-                      f"{result.rss_mb:.0f}MB {' '.join(flags)}", file=sys.stderr, flush=True)
-        time.sleep(0.02)
+            threading.Thread(target=_wait, args=(r, timeout, done), daemon=True).start()
+            running += 1
+        r, status, usage, hung, ended = done.get()
+        running -= 1
+        result = finish_case(r, status, usage, hung, ended)
+        _remove(r.work)
+        row = rows[r.cls]
+        row.results.append(result)
+        if len(row.results) == cases:
+            print(f"# {r.cls}: {cases} cases done", file=sys.stderr, flush=True)
+        flags = [f for f, on in (("TRACEBACK", result.traceback), ("HUNG", result.hung), ("EXIT1", result.code == 1),
+                                 ("LEAK", result.leaked), ("EXECUTED", result.executed)) if on]
+        if verbose or flags:
+            print(f"  {r.cls}[{r.index}] {r.example}: {r.case.note} -> exit {result.code} {result.wall_s:.1f}s "
+                  f"{result.rss_mb:.0f}MB {' '.join(flags)}", file=sys.stderr, flush=True)
     return [rows[name] for name in names]
 
 

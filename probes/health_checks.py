@@ -12,7 +12,9 @@ only collects the answers:
   classifier and the check disagree: the walk says so instead of guessing).
 
 The step-1 invariants are required only where the run logs them (slime's
-`log_probs` / `ref_log_probs` / KL at rollout 0; TRL and verl do not).
+`log_probs` / `ref_log_probs` / KL at rollout 0; TRL and verl do not), and so are the
+policy-drift (entropy, KL, log-prob gap) and learning-rate checks: where they ran, they
+must pass.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ QUESTIONS = (
     HealthQuestion("reward_signal", "reward_signal", ("improving", "flat")),
     HealthQuestion("truncation", "truncation", ("normal",)),
     HealthQuestion("nonfinite", "nonfinite_onset", ("none",)),
+    HealthQuestion("policy_drift", "policy_drift", ("none",), required=False),
+    HealthQuestion("lr_schedule", "lr_schedule", ("plausible",), required=False),
 )
 
 

@@ -141,7 +141,7 @@ class PolicyDrift(Probe):
     name = "policy_drift"
     outcomes = (
         "offpolicy_stale",
-        # "growing_drift",  # PENDING-EDGES: declared once playbooks/drift.yaml has its edge
+        "growing_drift",
         "logprob_mismatch",
         "entropy_collapse",
         "kl_divergence",
@@ -204,7 +204,7 @@ class PolicyDrift(Probe):
             ev["mean_logprob_gap"] = _quote(gap, gap_val)
         judged = logp if logp is not None else gap
         growing = growing_gap(judged, p) if judged is not None else None
-        if growing is not None and "growing_drift" in self.outcomes:  # PENDING-EDGES guard
+        if growing is not None:
             ev["growing_gap"] = growing
             return self.observe(
                 "growing_drift",

@@ -284,7 +284,7 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
         raise Unavailable("metrics", reason, NEEDS_HELP["metrics"])
 
     degenerate = degenerate_groups(run, p, zero_frac)
-    if degenerate is not None and "degenerate_groups" in RewardSignal.outcomes:  # PENDING-EDGES guard
+    if degenerate is not None:
         return degenerate
     ev: dict[str, Any] = {}
     r = reward.finite() if reward is not None else None
@@ -416,7 +416,7 @@ class RewardSignal(Probe):
     """Reward mean and spread: groups too small, broken (constant 0), no signal (zero std), flat, or improving."""
 
     name = "reward_signal"
-    outcomes = ("constant_zero", "zero_variance", "flat", "improving")  # PENDING-EDGES: + "degenerate_groups"
+    outcomes = ("degenerate_groups", "constant_zero", "zero_variance", "flat", "improving")
     needs = ("metrics",)
     cost = Cost.STATIC
     Params = RewardParams

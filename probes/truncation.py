@@ -31,6 +31,8 @@ from triage.run.run import NEEDS_HELP
 from triage.thresholds import count
 from triage.thresholds import threshold as sourced
 
+from probes.rollout_text import dump_samples, log_samples
+
 if TYPE_CHECKING:
     from triage.run.run import Run
 
@@ -77,8 +79,6 @@ def ends_on_terminator(text: str) -> bool:
 
 def text_endings(run: Run, p: TruncationParams) -> dict[str, Any] | None:
     """How many sampled texts (Finish-rollout lines, rollout dumps) end on a chat turn terminator."""
-    from probes.rollout_text import dump_samples, log_samples
-
     dumped, _problems = dump_samples(run, p.per_dump, p.max_dumps)
     samples = [*log_samples(run), *dumped]
     texts = [s for s in samples if s.response.strip()]
@@ -116,7 +116,7 @@ class Truncation(Probe):
     """Share of responses cut at the length limit (truncated / clipped ratio > 0.8)."""
 
     name = "truncation"
-    outcomes = ("mostly_truncated", "normal")  # PENDING-EDGES: + "false_truncation"
+    outcomes = ("mostly_truncated", "false_truncation", "normal")
     needs = ("metrics",)
     cost = Cost.STATIC
     Params = TruncationParams
@@ -154,8 +154,7 @@ class Truncation(Probe):
                 steps_over_threshold=[int(s) for s in r.steps[r.values > p.threshold][:20]],
             )
             if med > p.threshold:
-                false = (self._false_truncation(run, p, limit, max_lengths, ev)
-                         if "false_truncation" in self.outcomes else None)  # PENDING-EDGES guard
+                false = self._false_truncation(run, p, limit, max_lengths, ev)
                 if false is not None:
                     return false
                 return self.observe(

@@ -277,6 +277,28 @@ def inconclusive(r: dict[str, Any], d: Path) -> None:
     assert all(c["next_step"] for c in r["candidates"])
 
 
+def single_generation(r: dict[str, Any], d: Path) -> None:
+    e = step(r, "reward_signal", "degenerate_groups")["evidence"]
+    assert e["group_size"] == {"arg": "num_generations", "value": 1}
+    assert e["reward_std"]["nonfinite"] == e["reward_std"]["records"] == 30
+    assert e["grad_norm"]["nonfinite_at_first_step"] is True
+    assert step(r, "nonfinite_onset", "persistent")["evidence"]["onset_step"] == 1
+
+
+def false_truncation(r: dict[str, Any], d: Path) -> None:
+    e = step(r, "truncation", "false_truncation")["evidence"]
+    assert e["limit"] == {"arg": "max_completion_length", "value": 2048}
+    assert e["ratio"] > 0.95 and e["records"] == 40
+    assert e["max_response_length"]["max"] < 1000 and e["longest_over_limit"] < 0.5
+
+
+def growing_drift(r: dict[str, Any], d: Path) -> None:
+    g = step(r, "policy_drift", "growing_drift")["evidence"]["growing_gap"]
+    assert g["metric"] == "step:train/train_rollout_logprob_abs_diff" and g["records"] == 30
+    assert g["growth"] >= 2.0 and g["recent_median"] < 0.1  # each value under the guide's bar
+    assert g["trend"]["kendall_tau"] > 0.5 and g["trend"]["p_value"] < 0.01
+
+
 CHECKS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "healthy-slime": healthy_slime,
     "healthy-trl-grpo": healthy_trl,
@@ -310,6 +332,9 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "sample-exceeds-token-budget": sample_budget,
     "memory-release-leak": release_leak,
     "crash-unrecognized-64-ranks": crash_unrecognized,
+    "trl-single-generation-nan": single_generation,
+    "trl-false-truncation": false_truncation,
+    "slime-growing-drift": growing_drift,
 }
 
 

@@ -163,3 +163,14 @@ def test_export_import_round_trip_and_a_malformed_file_is_refused_whole(tmp_path
     # An imported cause is recognised on this machine's next run with the same signature.
     assert main(["run", str(slime_oom_run(tmp_path / "oom-again", steps=4)), "--markdown"]) == 0
     assert f"confirmed as {a['root_cause']['id']} by {ME} on " in capsys.readouterr().out
+
+
+def test_the_postmortem_cites_the_confirmed_history(tmp_path, capsys):
+    _, first = _run_json(capsys, str(slime_oom_run(tmp_path / "oom-a")))
+    tid, verdict = first["history"]["triage_id"], first["root_cause"]["id"]
+    assert main(["confirm", tid, verdict, "--note", "halved the token budget"]) == 0
+    capsys.readouterr()
+    assert main(["postmortem", str(slime_oom_run(tmp_path / "oom-b", steps=5))]) == 0
+    section = capsys.readouterr().out.split("## Seen before", 1)[1].split("\n## ", 1)[0]
+    assert f"- seen before: 1 run(s), confirmed as {verdict} by {ME} on " in section
+    assert f": triage `{tid}` ({tmp_path / 'oom-a'}) confirmed as `{verdict}` by {ME} — halved the token budget" in section

@@ -160,3 +160,15 @@ def test_a_baseline_that_is_not_a_run_is_one_line_exit_2(tmp_path, capsys):
         assert err.startswith("triage: error: ") and err.count("\n") == 1, err
     assert main(["diff", str(tmp_path / "bad"), str(tmp_path / "notes")]) == 2
     assert "is not a run" in capsys.readouterr().err
+
+
+def test_the_postmortem_cites_the_baseline_diff(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    _good(runs / "good")
+    slime_run(runs / "bad", _exploding(healthy_series(30, 0)), args=dict(SLIME_ARGS, lr=1e-5))
+    assert main(["postmortem", "bad", "--runs-root", str(runs)]) == 0
+    md = capsys.readouterr().out
+    section = md.split("## Changed since the last good run", 1)[1].split("\n## ", 1)[0]
+    assert "_baseline good (its manifest says it succeeded; found in the runs root); divergence: " in section
+    assert "- argument: lr: 1e-06 → 1e-05 (×10) — bears on optim.lr_too_high, optim.lr_too_low" in section
+    assert "- first divergence: grad_norm from step 12 " in section

@@ -13,6 +13,7 @@ GPU), and probes that talk to a live engine are never cached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -165,9 +166,21 @@ class FindingsCache:
             self._db.close()
 
 
+@functools.lru_cache(maxsize=1)
+def rules_digest() -> str:
+    """What the probes judge by besides the run: the thresholds file and this version of the triage.
+
+    Part of every key, so a changed threshold or an upgrade never answers from a finding
+    judged by the old rules."""
+    from triage import __version__
+    from triage.thresholds import THRESHOLDS_FILE
+
+    return hashlib.sha256(THRESHOLDS_FILE.read_bytes() + __version__.encode()).hexdigest()[:16]
+
+
 def cache_key(node: Node, probe_cls: type[Probe], fingerprint: str) -> str:
     params = node.params.model_dump_json() if hasattr(node.params, "model_dump_json") else "{}"
-    return hashlib.sha256(f"{probe_cls.name}\0{params}\0{fingerprint}".encode()).hexdigest()
+    return hashlib.sha256(f"{probe_cls.name}\0{params}\0{fingerprint}\0{rules_digest()}".encode()).hexdigest()
 
 
 class CachingExecutor:

@@ -696,9 +696,15 @@ def _cmd_postmortem(ns: argparse.Namespace) -> int:
     from triage.run import open_run
 
     try:
+        from triage.memory.enrich import configure
+
         run = open_run(ns.run, ns.runs_root)
         playbooks = getattr(ns, "playbooks", None)
-        report = triage_run(run, load_graph(playbooks) if playbooks else None)
+        configure(runs_roots=[Path(ns.runs_root)] if ns.runs_root else None)  # where the last good run is looked for
+        try:
+            report = triage_run(run, load_graph(playbooks) if playbooks else None)
+        finally:
+            configure()
         if ns.output and ns.output != "-":
             pm = write_postmortem(run, report, Path(ns.output))
             names = ", ".join(p.path.name for p in pm.plots) or "no plots"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import errno
 import fcntl
+import io
 import os
 import stat
 import sys
@@ -162,6 +163,81 @@ def open_regular(path: str | Path, roots: tuple[Path, ...] | None = None, buffer
     except BaseException:
         os.close(fd)
         raise
+
+
+def written_end(fd: int, max_extents: int = 10_000) -> int | None:
+    """Where a file's written data ends when all that follows is a hole (a sparse tail, e.g. a
+    log extended by `truncate -s 20G`), or None when data runs to the end or it cannot be told.
+    Uses SEEK_DATA / SEEK_HOLE, so the holes are never read."""
+    if not hasattr(os, "SEEK_DATA"):
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        pos = end = 0
+        for _ in range(max_extents):
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO or end >= size:
+                    return None
+                # data is allocated in blocks: the written part ends at the last non-NUL byte
+                tail = os.pread(fd, min(end, 1 << 16), max(0, end - (1 << 16)))
+                return end - len(tail) + len(tail.rstrip(b"\0"))
+            end = pos = os.lseek(fd, data, os.SEEK_HOLE)
+            if end >= size:
+                return None
+        return None
+    except OSError:
+        return None
+    finally:
+        try:
+            os.lseek(fd, 0, os.SEEK_SET)
+        except OSError:
+            pass
+
+
+class _WrittenPart(io.RawIOBase):
+    """A file read only up to where its written data ends (`written_end`)."""
+
+    def __init__(self, raw: BinaryIO, end: int) -> None:
+        self._raw = raw
+        self._end = end
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def readinto(self, buf) -> int:
+        left = self._end - self._raw.tell()
+        if left <= 0:
+            return 0
+        view = memoryview(buf)
+        return self._raw.readinto(view[:min(len(view), left)]) or 0
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def open_written(path: str | Path, roots: tuple[Path, ...] | None = None) -> tuple[BinaryIO, int | None]:
+    """`open_regular`, reading a sparse file only as far as its written data goes: (file, where
+    the written data ends, or None when it runs to the end)."""
+    fh = open_regular(path, roots, buffering=0)
+    end = written_end(fh.fileno())
+    if end is None:
+        return io.BufferedReader(fh), None  # type: ignore[arg-type]
+    return io.BufferedReader(_WrittenPart(fh, end)), end  # type: ignore[return-value]
 
 
 def read_bytes(path: str | Path, limit: int, what: str = "file", roots: tuple[Path, ...] | None = None) -> bytes:

@@ -74,10 +74,20 @@ def _ephemeral(slack, user: str, count: int) -> str:
 
 def test_confirm_in_slack_is_stored_once_refused_off_the_allow_list_and_shown_on_the_next_run(live, slack, runs_root):
     runs.slime_oom_run(runs_root / "oom7")
+    # The last good run of the same job: the same command with half the token budget, no crash.
+    good = runs.slime_oom_run(runs_root / "good")
+    (good / "job.log").write_text((good / "job.log").read_text().split("Traceback")[0].rsplit("\n", 1)[0] + "\n")
+    (good / "cmdline.txt").write_text((good / "cmdline.txt").read_text().replace("32768", "16384"))
+    (good / "triage.yaml").write_text("status: succeeded\n")
     server = live()
     assert server.command(slash_command_body("oom7")).status_code == 200
     report = _report(slack, "oom7")
     thread = report["thread_ts"]
+    changed = next(b["text"]["text"] for b in report["blocks"]
+                   if b.get("text", {}).get("text", "").startswith("*Changed since the last good run*"))
+    assert "(baseline good (its manifest says it succeeded; found in the runs root))" in changed
+    assert changed.splitlines()[1] == "• argument: max_tokens_per_gpu: 16384 → 32768 (×2) — bears on " \
+        "memory.max_tokens_per_gpu, memory.sequence_too_long, memory.logits_tensor, memory.colocate_second_step"
     buttons = _memory_buttons(report)
     assert list(buttons) == ["Confirm", "It was something else…"]
     value = json.loads(buttons["Confirm"]["value"])

@@ -83,6 +83,20 @@ def test_long_healthy_controls_give_every_health_check_its_records():
     assert short and all(SCENARIOS[n].expected == "inconclusive" for n in short)
 
 
+def test_multi_process_runs_wait_for_collectives_as_long_as_nccl_unless_the_fault_is_a_hang():
+    """A loaded machine must not time a healthy collective out (a healthy TP=2 run that dies is no control)."""
+    for name, s in SCENARIOS.items():
+        parallel = "2" in (s.flags.get("--tensor-model-parallel-size"), s.flags.get("--pipeline-model-parallel-size"))
+        if not parallel:
+            continue
+        timeout = s.flags.get("--testbed-dist-timeout")
+        if name == "dist.collective_mismatch":
+            assert timeout is None, "the hang must time out after the testbed's short default"
+        else:
+            assert timeout is not None and float(timeout) >= 600, name
+        assert "--testbed-" not in s.command_line()
+
+
 @pytest.mark.parametrize("name", [_param(n) for n in HEALTHY])
 def test_healthy_run_passes_slime_step1_checks(name):
     run = run_of(name)

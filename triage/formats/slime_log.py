@@ -467,7 +467,8 @@ class _FileScan:
         try:
             if self.path.is_dir():
                 raise CorruptArtifact(self.path, "is a directory, not a log file")
-            fh: BinaryIO = safe_io.open_regular(self.path)  # a FIFO, device or /proc file is refused
+            # a FIFO, device or /proc file is refused; a sparse tail (never written) is not read
+            fh, _written_end = safe_io.open_written(self.path)
         except OSError as exc:
             raise CorruptArtifact(self.path, f"cannot read log: {exc.strerror or exc}") from None
         try:
@@ -744,6 +745,9 @@ class _FileScan:
         try:
             record = parse_metric_dict(m.group("dict"))
         except ValueError:
+            self._unparsed(m.group(0))
+            return
+        if len(m.group("n")) > 18:  # past int64 it is not a step (the metric table indexes by int64)
             self._unparsed(m.group(0))
             return
         self.out.metrics.add(m.group("kind"), int(m.group("n")), record)

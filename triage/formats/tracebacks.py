@@ -61,8 +61,8 @@ _CONTEXT = "During handling of the above exception, another exception occurred:"
 _HOT = (b"Traceback", b"RayTaskError")
 # step / rollout records: slime's `step 3: {`, `rollout 3: {`, verl's `step:3 - `, and the HF Trainer's
 # progress bar `| 37/1250 [05:12<2:50:51,  8.45s/it]` (its unit tells it from a datasets `Map` bar)
-_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )|\|\s*()(\d+)/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
-_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d+)(?::\s*\{| - )|\|\s*()(\d+)/\d+ \[[^\]]*(?:s/it|it/s)\]")
+_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
+_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]]*(?:s/it|it/s)\]")
 
 _RANK_MENTION = re.compile(r"\[Rank (\d+)\]")
 _RANK_MENTION_B = re.compile(rb"^\([\w.:-]+ pid=(\d+)[^)\n]*\) [^\n]*?\[Rank (\d+)\]", re.M)

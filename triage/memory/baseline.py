@@ -74,6 +74,7 @@ def find_baseline(run: Run, runs_roots: list[Path], store: MemoryStore | None) -
             else:
                 continue
             if same_job(identity, job_identity(other)):
+                other.ref = d.name  # its run-id under the runs root
                 found.append(Baseline(other, "runs root", status, _mtime(d)))
                 break  # newest first: the first good one is the last good run in this root
     seen = {str(b.run.root.resolve()) for b in found}
@@ -88,6 +89,7 @@ def find_baseline(run: Run, runs_roots: list[Path], store: MemoryStore | None) -
             continue
         from triage.memory.store import iso
 
+        other.ref = h["run_ref"]
         found.append(Baseline(other, "store", f"triaged healthy on {iso(h['at'])[:10]}", h["at"]))
         break  # healthy_runs is newest first
     if not found:

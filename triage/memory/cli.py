@@ -148,7 +148,7 @@ def _cmd_known(ns: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for r in records:
         table.add_row(r["triage_id"], r["run"] or "-", r["given"], r["verdict"], r["by"], r["at"][:10],
-                      r["note"] or "", (r["signature"] or "-")[:80])
+                      r["note"] or "", (r["signature"] or "-")[:48])
     _console(ns).print(table)
     return EXIT_OK
 

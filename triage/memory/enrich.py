@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from triage.errors import BadInput, TriageError
+from triage.errors import BadInput
 from triage.memory.models import ChangeSummary, History
 
 if TYPE_CHECKING:
@@ -40,13 +40,17 @@ _config: dict[str, Any] = {}
 def configure(*, db: str | Path | None = None, runs_roots: list[Path] | None = None, baseline: str | None = None,
               export_env: bool = False) -> None:
     """Where `enrich` finds the store and the runs; `baseline` pins the next triages' baseline."""
+    for name in _config.get("exported", ()):  # what an earlier call exported is withdrawn
+        os.environ.pop(name, None)
     _config.clear()
-    _config.update(db=db, runs_roots=runs_roots, baseline=baseline)
+    _config.update(db=db, runs_roots=runs_roots, baseline=baseline, exported=[])
     if export_env:
         if db:
             os.environ[DB_ENV] = str(db)
+            _config["exported"].append(DB_ENV)
         if runs_roots:
             os.environ[RUNS_ENV] = os.pathsep.join(str(r) for r in runs_roots)
+            _config["exported"].append(RUNS_ENV)
 
 
 def _db() -> str | Path:
@@ -126,10 +130,10 @@ def enrich(report: Report, run: Run) -> Report:
             changes = changes_for(run, report, store)
         except BadInput:
             raise
-        except TriageError as exc:
-            log.warning("baseline_unreadable", error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - a baseline that cannot be compared never fails the triage
+            log.warning("baseline_not_compared", error=repr(exc))
             changes = None
-        signature = error_signature(run, report)
+        signature = None if report.root_cause.id == "healthy" else error_signature(run, report)
         history = History(triage_id=_service_triage_id(), signature=signature)
         if signature:
             history.confirmed = store.confirmed_for(signature)

@@ -7,7 +7,7 @@ agree on at least one: a run that names no model, entrypoint or name matches not
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from triage.errors import TriageError
@@ -21,6 +21,9 @@ NAME_ARGS = ("wandb_group", "wandb_project", "trainer.experiment_name", "experim
              "trainer.project_name", "project_name")
 # Arguments that name the model trained.
 MODEL_ARGS = ("hf_checkpoint", "actor_rollout_ref.model.path", "model_name_or_path", "pretrain", "model", "model_path")
+# Logs larger than this are not read a second time for their first traceback (a cost, not a judgement:
+# the static triage of a 1 GB log takes about 5 s, NOTES.md; the error-signature id or first error line is used).
+MAX_SIGNATURE_LOG_BYTES = 256 << 20
 _SCRIPT = re.compile(r"([\w./-]+\.py)\b|-m\s+([\w.]+)")
 
 
@@ -86,6 +89,11 @@ def _traceback_signature(run: Run) -> str | None:
 
     logs = list(run.artifacts.logs)
     if not logs:
+        return None
+    try:
+        if sum(Path(p).stat().st_size for p in logs) > MAX_SIGNATURE_LOG_BYTES:
+            return None  # a second pass over a huge log is not worth a signature: the error line serves
+    except OSError:
         return None
     try:
         reader = read_tracebacks(logs)

@@ -167,7 +167,7 @@ class MemoryStore:
             if old is not None and old["verdict"] == verdict and (old["note"] or None) == (note or None):
                 con.execute("COMMIT")
                 return UNCHANGED, self._cause(old)
-            now = time.time()
+            now = float(int(time.time()))  # whole seconds, as exported: an export / import round trip is exact
             con.execute(
                 "INSERT OR REPLACE INTO memory_confirmations (triage_id, verdict, given, by, at, note, signature, evidence, "
                 "run_ref, run_dir) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -167,6 +167,7 @@ class _Walk:
         self.seen_files: set[tuple[int, int]] = set()
         self.commands: list[Path] = []
         self.cut: dict[str, int] = {}
+        self._contexts: dict[Path, tuple[bool, bool]] = {}
 
     def rel(self, path: Path) -> str:
         return _relative(self.root, path)
@@ -335,13 +336,21 @@ class _Walk:
         elif (path.suffix in LOG_SUFFIXES or name in LOG_NAMES) and here.name not in ("rollout_result", "trajectory"):
             found.logs.append(path)
 
+    def _dir_context(self, here: Path) -> tuple[bool, bool]:
+        """(near the root, inside a W&B run folder) of a directory: worked out once per directory."""
+        ctx = self._contexts.get(here)
+        if ctx is None:
+            near_root = here == self.root or here.parent == self.root
+            in_wandb_run = any(re.match(r"^(offline-run-|run-|latest-run$)", part) for part in here.parts[-3:]) \
+                and "wandb" in here.parts
+            ctx = self._contexts[here] = (near_root, in_wandb_run)
+        return ctx
+
     def _found_kind(self, here: Path, path: Path) -> bool:
         """Metrics beyond the log and argument sources; True when `path` is one of them."""
         found = self.found
         name = path.name
-        near_root = here == self.root or here.parent == self.root
-        in_wandb_run = any(re.match(r"^(offline-run-|run-|latest-run$)", part) for part in here.parts[-3:]) \
-            and "wandb" in here.parts
+        near_root, in_wandb_run = self._dir_context(here)
         if name.startswith("events.out.tfevents."):
             found.tensorboard.append(path)
         elif name.endswith(".wandb") and name.startswith("run-"):

@@ -60,7 +60,8 @@ log = structlog.get_logger("triage.service")
 
 USAGE = ("Usage: `/triage <run-id> [--active] [--force]` — the run-id is a run's name under the runs root; "
          "`--active` also runs the active probes (for allowed users), `--force` triages again instead of "
-         "answering from the store.")
+         "answering from the store. `/triage file:<FILE_ID>` triages a log file shared in a channel the app is "
+         "in; the message shortcut \"Triage this log\" triages a pasted log or an attached file.")
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.(png|md)$")
 
 
@@ -169,7 +170,9 @@ class Service:
             if t.report is None:
                 raise ValueError(f"triage {t.id} has no report")
             report = Report.model_validate_json(t.report)
-            run = open_run(t.run_ref, self.config.runs_root_arg)
+            from triage.service.uploads import is_upload, open_upload
+
+            run = open_upload(t.run_dir) if is_upload(t.run_dir) else open_run(t.run_ref, self.config.runs_root_arg)
             # Written aside and renamed into place, so a reader never sees half a postmortem.
             tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex[:8]}")
             write_postmortem(run, report, tmp / "postmortem.md")
@@ -327,6 +330,11 @@ async def slash_command(request: Request) -> Response:
     if limited is not None:
         svc.refuse("slack", "rate_limited")
         return _ephemeral(limited)
+    from triage.service.uploads import FILE_ARG, file_command
+
+    shared = FILE_ARG.match(ref)
+    if shared is not None:  # `/triage file:F…`: a log shared in Slack (triage/service/uploads.py)
+        return await file_command(svc, request, form, shared.group(1), force)
     note = ""
     if active and not svc.access.may_run_active(user):
         active = False
@@ -356,7 +364,10 @@ async def interactions(request: Request) -> Response:
     svc: Service = request.app.state.service
     cfg = svc.config
     try:
-        body = await read_body(request.headers, request.stream(), cfg.max_body_bytes)
+        from triage.service.uploads import INTERACTION_MAX_BODY
+
+        # a message shortcut's payload carries the whole message, a pasted log included
+        body = await read_body(request.headers, request.stream(), max(cfg.max_body_bytes, INTERACTION_MAX_BODY))
         verify_slack(cfg.slack_signing_secret, request.headers, body, cfg.max_clock_skew_s)
         form = {k: v[0] for k, v in parse_qs(body.decode("utf-8")).items()}
         payload = json.loads(form.get("payload", ""))
@@ -373,6 +384,10 @@ async def interactions(request: Request) -> Response:
     answered = await handle_interaction(svc, payload)  # "Confirm" / "It was something else…" and its modal
     if answered is not None:
         return answered
+    if payload.get("type") == "message_action":  # "Triage this log" on a message (triage/service/uploads.py)
+        from triage.service.uploads import message_shortcut
+
+        return await message_shortcut(svc, request, payload)
     actions = payload.get("actions") or []
     action = actions[0] if actions and isinstance(actions[0], dict) else {}
     if payload.get("type") != "block_actions" or action.get("action_id") != ACTIVE_ACTION:

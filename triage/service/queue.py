@@ -40,6 +40,7 @@ from triage.run.run import Run
 from triage.service.config import ServiceConfig
 from triage.service.metrics import ServiceMetrics
 from triage.service.store import TriageRow, TriageStore
+from triage.service.uploads import is_upload, triage_upload
 from triage.service.worker import CRASHED, DONE, FINDING, PROBE, REFUSED, Job, NodeInfo, WorkerDied, WorkerProcess
 
 log = structlog.get_logger("triage.service.queue")
@@ -329,7 +330,9 @@ class WorkQueue:
         def work() -> None:
             structlog.contextvars.bind_contextvars(**context)
             try:
-                box["report"] = self.fn(job.run_ref, **kwargs)
+                # a log handed over in Slack is triaged from its kept text, not opened as a run-id
+                box["report"] = (triage_upload(job.run_dir, **kwargs) if is_upload(job.run_dir)
+                                 else self.fn(job.run_ref, **kwargs))
             except BaseException as exc:  # noqa: BLE001 - carried back to the slot
                 box["error"] = exc
 
@@ -352,7 +355,8 @@ class WorkQueue:
         record = self._record(job)
         attempt = Attempt()
         worker.send(Job(
-            triage_id=job.id, attempt=job.attempt, run_ref=job.run_ref, active=job.active, budget_s=cfg.time_budget_s,
+            triage_id=job.id, attempt=job.attempt, run_ref=job.run_ref, run_dir=job.run_dir, active=job.active,
+            budget_s=cfg.time_budget_s,
             runs_root=cfg.runs_root_arg, playbooks=str(cfg.playbooks) if cfg.playbooks else None, previous=previous,
             context=structlog.contextvars.get_contextvars(), relaunch_configured=cfg.allow_relaunch,
             engine_allow=tuple(sorted(cfg.engine_allow)),

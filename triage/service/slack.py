@@ -357,9 +357,10 @@ class SlackPoster:
             cc = (" cc " + " ".join(f"<@{u}>" for u in mentions)) if mentions else ""
             return f":x: The triage of `{escape(t.run_ref)}` could not finish: {escape(t.error or 'unknown error')}{cc}", None
         report = Report.model_validate_json(t.report)
+        upload = t.run_dir.startswith("slack-upload:")  # a log handed over in Slack: no job to relaunch
         blocks = report_blocks(report, triage_id=t.id, run_ref=t.run_ref,
                                postmortem_link=postmortem_url(self.config, t.id), mentions=mentions,
-                               offer_active=not t.active)
+                               offer_active=not t.active and not upload)
         return report_text(report, t.run_ref), blocks
 
     def _upload_postmortem(self, job: PostJob) -> str:

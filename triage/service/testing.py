@@ -5,7 +5,11 @@
   every call, message and file. Failures can be injected: an error answer, or a post
   recorded and its answer lost (the connection dropped), as after a network cut.
 - `ServerThread`: the ASGI app served by uvicorn on 127.0.0.1 in a thread.
-- Builders for signed slash-command and button bodies.
+- Builders for signed slash-command, button and message-shortcut bodies.
+
+Files a test registers (`register_file`) are described by `files.info` and served at their
+`url_private` to a request bearing the bot token, as Slack serves uploads; `requests`
+holds every HTTP request the stand-in received (API calls and file downloads alike).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class SlackStandIn:
         self.ephemerals: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []  # modals opened (views.open)
         self.files: dict[str, dict[str, Any]] = {}
+        self.requests: list[dict[str, Any]] = []  # every HTTP request: method, path, Authorization
         self.fail_next: dict[str, list[str]] = {}  # method -> errors to answer, one per call
         self.drop_answer: dict[str, int] = {}  # method -> how many calls to record and then hang up on
         self._lock = threading.Lock()
@@ -67,6 +72,30 @@ class SlackStandIn:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    # --- what tests set up ------------------------------------------------------------
+
+    def register_file(self, name: str, data: bytes, mimetype: str = "text/plain", *, size: int | None = None,
+                      url_private: str | None = None, file_id: str | None = None) -> dict[str, Any]:
+        """A file shared in the workspace, as `files.info` describes it (`size` and `url_private` may lie)."""
+        fid = file_id or f"F{next(self._ts):08d}"
+        f = {"id": fid, "name": name, "length": len(data), "data": data, "shared": None, "mimetype": mimetype,
+             "size": len(data) if size is None else size,
+             "url_private": url_private or f"http://127.0.0.1:{self.port}/files-pri/T0TEST-{fid}/{name}"}
+        with self._lock:
+            self.files[fid] = f
+        return f
+
+    def file_payload(self, fid: str) -> dict[str, Any]:
+        """The file as a message's `files` list carries it in an interaction payload."""
+        f = self.files[fid]
+        return {"id": fid, "name": f["name"], "title": f["name"], "mimetype": f["mimetype"], "size": f["size"],
+                "url_private": f["url_private"], "mode": "hosted"}
+
+    def downloads(self) -> list[dict[str, Any]]:
+        """The file downloads (GETs of a url_private) the stand-in answered or refused."""
+        with self._lock:
+            return [r for r in self.requests if r["path"].startswith("/files-pri/")]
 
     # --- what tests look at -----------------------------------------------------------
 
@@ -142,7 +171,11 @@ class SlackStandIn:
             if f is None:
                 return {"ok": False, "error": "file_not_found"}
             channels = [f["shared"]["channel"]] if f["shared"] else []
-            return {"ok": True, "file": {"id": f["id"], "name": f["name"], "channels": channels}}
+            info = {"id": f["id"], "name": f["name"], "channels": channels}
+            if "url_private" in f:  # registered by a test: described as Slack describes a shared upload
+                info.update(title=f["name"], mimetype=f["mimetype"], size=f["size"], url_private=f["url_private"],
+                            url_private_download=f["url_private"], mode="hosted", is_public=False)
+            return {"ok": True, "file": info}
         if method == "views.open":
             view = params.get("view")
             view = json.loads(view) if isinstance(view, str) else view
@@ -183,6 +216,20 @@ class SlackStandIn:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 path = urlsplit(self.path).path
+                with stand_in._lock:
+                    stand_in.requests.append({"method": self.command, "path": path,
+                                              "auth": self.headers.get("Authorization", ""), "at": time.time()})
+                if path.startswith("/files-pri/"):  # a file's url_private: its bytes, for the bot token only
+                    fid = path.split("/")[2].rsplit("-", 1)[-1]
+                    with stand_in._lock:
+                        f = stand_in.files.get(fid)
+                    if stand_in.token and self.headers.get("Authorization", "") != f"Bearer {stand_in.token}":
+                        self._reply(200, b"<html>sign in to Slack</html>", "text/html")  # what Slack answers
+                    elif f is None or f.get("data") is None:
+                        self._reply(404, b"not found", "text/plain")
+                    else:
+                        self._reply(200, f["data"], f.get("mimetype") or "application/octet-stream")
+                    return
                 if path.startswith("/upload/"):
                     fid = path.rsplit("/", 1)[1]
                     with stand_in._lock:
@@ -276,5 +323,25 @@ def button_body(run_ref: str, *, triage_id: str = "0" * 16, team: str = "T0TEST"
         "actions": [{"action_id": "triage_active", "type": "button",
                      "value": json.dumps({"run": run_ref, "triage": triage_id})}],
         "response_url": "https://hooks.slack.com/actions/T0TEST/1/abc",
+    }
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def message_shortcut_body(text: str = "", *, files: list[dict[str, Any]] | None = None, team: str = "T0TEST",
+                          channel: str = "C0TRIAGE", user: str = "U0ALICE", message_ts: str = "1700000100.000100",
+                          callback_id: str = "triage_message", trigger: str = "1") -> bytes:
+    """A message shortcut ("Triage this log") as Slack posts it: `type: message_action`, the message inside.
+
+    Shape from Slack's docs, "Message shortcuts" (api.slack.com/interactivity/shortcuts/using#message_shortcuts).
+    """
+    message: dict[str, Any] = {"type": "message", "user": "U0BOB", "ts": message_ts, "text": text}
+    if files:
+        message["files"] = files
+        message["upload"] = True
+    payload = {
+        "type": "message_action", "callback_id": callback_id, "trigger_id": f"{int(time.time())}.{trigger}.abc",
+        "team": {"id": team, "domain": "example"}, "channel": {"id": channel, "name": "triage"},
+        "user": {"id": user, "name": user.lower()}, "message_ts": message_ts, "message": message,
+        "response_url": "https://hooks.slack.com/app/T0TEST/1/abc", "token": "deprecated-verification-token",
     }
     return urlencode({"payload": json.dumps(payload)}).encode()

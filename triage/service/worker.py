@@ -68,6 +68,7 @@ class Job:
     context: dict[str, Any] = field(default_factory=dict)  # log context: request_id, run_id, triage_id
     relaunch_configured: bool = False  # the service may relaunch a run's job (only on an active triage)
     engine_allow: tuple[str, ...] = ()  # host:port of the engines a run may name and have contacted
+    run_dir: str = ""  # `slack-upload:...` for a log handed over in Slack (triage.service.uploads)
 
 
 class WorkerDied(Exception):
@@ -101,6 +102,7 @@ def child_main(conn: Connection, fn: Callable[..., Any], playbooks: str | None, 
     log = structlog.get_logger("triage.service.worker")
     from triage.service.queue import BudgetExecutor, compiled_graph, triage_with_compiled_graph
     from triage.executor import LocalExecutor
+    from triage.service.uploads import is_upload, triage_upload
 
     if fn is triage_with_compiled_graph:
         try:
@@ -126,7 +128,10 @@ def child_main(conn: Connection, fn: Callable[..., Any], playbooks: str | None, 
         if job.playbooks:
             kwargs["playbooks"] = job.playbooks
         try:
-            report = fn(job.run_ref, **kwargs)
+            if is_upload(job.run_dir):
+                report = triage_upload(job.run_dir, **kwargs)
+            else:
+                report = fn(job.run_ref, **kwargs)
             message: tuple[Any, ...] = (DONE, report.model_dump_json(), len(executor.skipped_for_budget))
         except TriageError as exc:
             message = (REFUSED, (str(exc).splitlines() or [type(exc).__name__])[0])

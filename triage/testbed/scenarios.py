@@ -124,9 +124,14 @@ def _merge(base: dict[str, Any], *overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 LLAMA = {"--add-qkv-bias": None}
+# A model-parallel collective waits as long as NCCL's default process-group timeout (10 minutes),
+# so a loaded machine never times a healthy collective out; the testbed's short default (10 s)
+# stays only where the fault is a collective that never completes.
+PATIENT = {"--testbed-dist-timeout": "600"}
+HANG_FAULTS = ("dist.collective_mismatch",)
 # Two-process runs pay two interpreters' start-up: they run two rollouts, not three.
-TP2 = {"--tensor-model-parallel-size": "2", "--actor-num-gpus-per-node": "2", "--num-rollout": "2"}
-PP2 = {"--pipeline-model-parallel-size": "2", "--actor-num-gpus-per-node": "2", "--num-rollout": "2"}
+TP2 = {"--tensor-model-parallel-size": "2", "--actor-num-gpus-per-node": "2", "--num-rollout": "2", **PATIENT}
+PP2 = {"--pipeline-model-parallel-size": "2", "--actor-num-gpus-per-node": "2", "--num-rollout": "2", **PATIENT}
 DIST_ENV = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": "flight_recorder/nccl_trace_rank_"}
 
 
@@ -162,6 +167,8 @@ def _faulty(name: str, base: dict[str, Any] | None = None, **kw: Any) -> Scenari
     if flags.get("--tensor-model-parallel-size", "1") != "1" or flags.get("--pipeline-model-parallel-size", "1") != "1":
         env = {**DIST_ENV, **env}
         flags["--num-rollout"] = "2"
+        if name not in HANG_FAULTS:
+            flags.update(PATIENT)
     setup = (fault.setup,) if fault.setup else ()
     return Scenario(name=name, fault=name, expected=fault.expected, flags=flags, setup=setup,
                     description=fault.what, env=env, **kw)
@@ -196,8 +203,8 @@ def _all() -> dict[str, Scenario]:
                       "its memory every rollout), other seeds, 24 rollouts",
                       {**NO_STD, "--colocate": True, "--rollout-num-gpus": None, "--seed": "3", "--rollout-seed": "5"}),
         _long_healthy("healthy.long.tp2", "tensor parallel 2 as two gloo processes, other seeds, 24 rollouts",
-                      {**NO_STD, "--tensor-model-parallel-size": "2", "--actor-num-gpus-per-node": "2", "--seed": "21",
-                       "--rollout-seed": "21"}, env=dict(DIST_ENV)),
+                      {**NO_STD, **PATIENT, "--tensor-model-parallel-size": "2", "--actor-num-gpus-per-node": "2",
+                       "--seed": "21", "--rollout-seed": "21"}, env=dict(DIST_ENV)),
     ]
     for name in FAULTS:
         items.append(_faulty(name))
