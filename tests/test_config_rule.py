@@ -312,7 +312,7 @@ def test_testbed_missing_stop_token_and_healthy():
     obs = rule("stop_tokens", open_run(str(generate("rollout.missing_stop_token"))))
     assert obs.outcome == "violated"
     assert obs.evidence["end_of_turn"]["id"] == 2
-    assert {s["token"] for s in obs.evidence["stops"]} == {"<|endoftext|>"}
+    assert obs.evidence["stops"] == []  # the checkpoint names no eos at all
     healthy = rule("stop_tokens", open_run(str(generate("healthy.qwen2"))))
     assert healthy.outcome == "satisfied"
     assert healthy.evidence["end_of_turn_stops"][0]["source"] == "--rollout-stop-token-ids"

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.finding import ERROR, IMPLICIT_OUTCOMES, UNAVAILABLE, Finding
-from triage.graph import DecisionGraph, _edge_tokens, evidence_alternatives
+from triage.graph import DecisionGraph, edge_tokens, evidence_alternatives
 
 MAX_CANDIDATES = 6
 
@@ -44,7 +44,7 @@ def _observed(graph: DecisionGraph, findings: list[Finding]) -> dict[tuple[str, 
     for f in findings:
         if f.outcome in IMPLICIT_OUTCOMES:
             continue
-        for token in _edge_tokens(graph.nodes[f.node], f.outcome):
+        for token in edge_tokens(graph.nodes[f.node], f.outcome):
             seen.setdefault(token, f)
     return seen
 

@@ -382,7 +382,7 @@ def evidence_alternatives(verdict: Verdict, probes: Mapping[str, type[Probe]],
     return alternatives
 
 
-def _edge_tokens(node: Node, outcome: str) -> set[tuple[str, str]]:
+def edge_tokens(node: Node, outcome: str) -> set[tuple[str, str]]:
     """What a finding with this outcome observed: nothing when the probe could not run."""
     if outcome in IMPLICIT_OUTCOMES:
         return set()
@@ -409,7 +409,7 @@ def check_evidence(graph: DecisionGraph, where_of: Callable[[str], tuple[Path, s
             continue
         node = graph.nodes[node_id]
         for outcome, dest in node.edges.items():
-            tokens = frozenset(_edge_tokens(node, outcome) & relevant)
+            tokens = frozenset(edge_tokens(node, outcome) & relevant)
             observed = {paths | tokens for paths in seen[node_id]}
             if not dest.startswith(VERDICT_PREFIX):
                 seen.setdefault(dest, set()).update(observed)

@@ -80,13 +80,13 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path
         out[f"{arch}/stale"] = sc.write_weights(base_dir, root / arch / "stale", sc.stale_mlp(trained, base))
         out[f"{arch}/megatron"] = sc.megatron_checkpoint(trained_dir, root / arch / "megatron")
     out["qwen2/dump"] = sc.rollout_dump(root / "qwen2" / "rollout_0.pt", model_dir("model"))
-    # the runs name their checkpoints and HF base on "shared storage" outside the run directory,
-    # as a cluster job does: the user allows those roots (--allow-path / $TRIAGE_ALLOWED_ROOTS)
-    allowed = os.pathsep.join(str(p) for p in (root, model_dir("model").parent))
-    previous = os.environ.get("TRIAGE_ALLOWED_ROOTS")
-    os.environ["TRIAGE_ALLOWED_ROOTS"] = allowed
     yield out
-    if previous is None:
-        os.environ.pop("TRIAGE_ALLOWED_ROOTS", None)
-    else:
-        os.environ["TRIAGE_ALLOWED_ROOTS"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _kit_models_are_an_allowed_root(monkeypatch):
+    """The runs name the kit's HF models as their base, on "shared storage" outside the run
+    directory as a cluster job does: the user allows that root (--allow-path /
+    $TRIAGE_ALLOWED_ROOTS), beside the session's temporary directory tests/conftest.py allows."""
+    roots = [r for r in os.environ.get("TRIAGE_ALLOWED_ROOTS", "").split(os.pathsep) if r]
+    monkeypatch.setenv("TRIAGE_ALLOWED_ROOTS", os.pathsep.join([*roots, str(model_dir("model").parent)]))

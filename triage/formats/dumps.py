@@ -45,7 +45,7 @@ def _globals_in_raw_pickle(path: Path, max_pickles: int = 4) -> list[str]:
     names: list[str] = []
     recent_strings: list[str] = []
     try:
-        with open(path, "rb") as fh:
+        with safe_io.open_regular(path) as fh:
             for _ in range(max_pickles):
                 for op, arg, _pos in pickletools.genops(fh):
                     if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8"):

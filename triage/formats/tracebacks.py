@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from triage import safe_io
 from triage.formats.slime_log import split_line
 
 CHUNK_BYTES = 8 << 20
@@ -569,7 +570,7 @@ def _header_origin(text: str) -> Origin | None:
 
 
 def _open(path: Path) -> BinaryIO:
-    fh: BinaryIO = open(path, "rb")
+    fh, _written_end = safe_io.open_written(path)  # regular files only; a sparse tail is not read
     if fh.read(2) == b"\x1f\x8b":
         fh.close()
         return gzip.open(path, "rb")  # type: ignore[return-value]

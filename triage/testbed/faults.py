@@ -5,7 +5,7 @@ that forgets the pipeline stage's layer offset, an engine whose memory release a
 frees the rotary buffers, a row-parallel reduction that averages partial sums, a rank
 that skips a collective, a log-prob kernel whose reduction order is random), or it
 makes the job's inputs wrong the way a user does (a too-high `--lr`, an HF checkpoint
-without the chat stop token, prompt data in another template, a reward function that
+without a stop token, prompt data in another template, a reward function that
 reads a field the data lacks, a `--max-tokens-per-gpu` the GPU cannot hold, more GPUs
 than the cluster has). The symptoms then follow from running the job.
 
@@ -100,8 +100,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
           "(rounded to bf16) depend on random split points",
           plug=_set(nondeterministic_logprobs=True)),
     Fault("optim.lr_too_high",
-          "the learning rate is 1e-3 (100x the healthy runs') after a 4-step warmup",
-          flags={"--lr": "1e-3", "--lr-warmup-iters": "4", "--num-rollout": "5", "--num-steps-per-rollout": "4"}),
+          "the learning rate is 1e-3 (10x the long healthy runs' 1e-4) after a 4-step warmup, on the long runs' "
+          "rollout batch (32 prompts x 16 samples) taken in 8 optimizer steps",
+          flags={"--lr": "1e-3", "--lr-warmup-iters": "4", "--num-rollout": "5", "--num-steps-per-rollout": "8",
+                 "--rollout-batch-size": "32", "--n-samples-per-prompt": "16", "--micro-batch-size": "16"}),
     Fault("data.bad_sample",
           "one prompt row in the data is longer than --rollout-max-context-len: its samples come back empty "
           "and their per-sample means divide by zero tokens in one step",
@@ -114,8 +116,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
           flags={"--fp16": True},
           setup="massive_activation_model"),
     Fault("rollout.missing_stop_token",
-          "the HF checkpoint's generation config ends on <|endoftext|> and no --rollout-stop-token-ids is given, "
-          "so generation never stops at <|im_end|>",
+          "the HF checkpoint names no stop token (config.json and generation_config.json without eos_token_id, "
+          "a tokenizer without eos_token, as a conversion that knows no token ids writes them) and no "
+          "--rollout-stop-token-ids is given, so nothing stops generation at <|im_end|>",
           flags={"--rollout-stop-token-ids": None},
           setup="no_chat_stop_token"),
     Fault("reward.broken_fn",
@@ -125,8 +128,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
           "the prompts are three-digit additions the model never gets right: every group scores all 0",
           setup="hard_prompts"),
     Fault("policy.entropy_collapse",
-          "sampling at a very low rollout temperature: the policy is near-deterministic",
-          flags={"--rollout-temperature": "0.05"}),
+          "sampling at a near-greedy rollout temperature (0.001): the policy is near-deterministic",
+          flags={"--rollout-temperature": "0.001"}),
     Fault("memory.max_tokens_per_gpu",
           "dynamic batching with --max-tokens-per-gpu 8192 packs a whole step into one micro-batch",
           flags={"--use-dynamic-batch-size": True, "--max-tokens-per-gpu": "8192", "--micro-batch-size": None}),

@@ -127,16 +127,17 @@ def overlong_prompt_row(layout: RunLayout, rollout_id: int = 1, batch: int = 4) 
 
 
 def no_chat_stop_token(layout: RunLayout) -> None:
-    """The checkpoint's configs end generation on <|endoftext|>, not on the chat turn's <|im_end|>."""
-    from triage.testbed.tokenizer import ENDOFTEXT
-
+    """The checkpoint names no stop token at all: no eos_token_id in config.json or generation_config.json
+    and no eos_token in the tokenizer, as a conversion that builds the configs from the model's shape writes
+    them. SGLang stops only on those eos ids and on --rollout-stop-token-ids, so nothing stops generation at
+    the chat turn's <|im_end|>."""
     tok_cfg = json.loads((layout.hf / "tokenizer_config.json").read_text())
-    tok_cfg["eos_token"] = ENDOFTEXT
+    tok_cfg["eos_token"] = None
     (layout.hf / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2))
     for name in ("config.json", "generation_config.json"):
         path = layout.hf / name
         cfg = json.loads(path.read_text())
-        cfg["eos_token_id"] = 0
+        cfg.pop("eos_token_id", None)
         path.write_text(json.dumps(cfg, indent=2))
 
 
