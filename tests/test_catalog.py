@@ -79,3 +79,20 @@ def test_every_probe_is_documented_and_used(graph):
 def test_every_playbook_is_described(graph):
     for book in graph.playbooks.values():
         assert book.description.strip(), f"playbook {book.name} has no description"
+
+
+FIELD_IDS = {
+    "engine.version_regression", "engine.weight_update_bug", "algo.degenerate_groups", "metrics.false_truncation",
+    "memory.release_leak", "config.sample_exceeds_limits", "sched.placement_resources", "sched.time_limit",
+    "infra.network", "infra.gpu_fault", "infra.disk_full", "deps.version_mismatch", "mismatch.growing_drift",
+    "crash.unrecognized",
+}
+
+
+@pytest.mark.parametrize("vid", sorted(FIELD_IDS))
+def test_every_field_id_is_reached_by_a_shipped_example(vid):
+    """Each field id has a run in examples/ whose expected verdict it is (tests/test_examples.py walks it)."""
+    import json
+
+    examples = {json.loads(p.read_text())["verdict"] for p in (ROOT / "examples").glob("*/expected.json")}
+    assert vid in examples, f"no example run expects {vid}"

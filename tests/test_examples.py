@@ -28,7 +28,7 @@ KB = 1024
 MAX_EXAMPLE_BYTES = 200 * KB
 # Examples that must carry checkpoint tensors (tiny, but real layouts) may be larger.
 TENSOR_EXAMPLES = {"ckpt-not-loaded", "base-model-garbled", "pp-offset-garbled", "garbled-no-engine-dump",
-                   "garbled-sglang-known-bug"}
+                   "garbled-sglang-known-bug", "garbled-sglang-weight-update"}
 MAX_TENSOR_EXAMPLE_BYTES = 512 * KB
 
 
@@ -266,6 +266,15 @@ def engine_version_regression(r: dict[str, Any], d: Path) -> None:
     assert m["read_at"].endswith(f"job.log:{line_number(d / 'job.log', 'sglang==0.5.9')}")
 
 
+def engine_weight_update(r: dict[str, Any], d: Path) -> None:
+    w = step(r, "weights_compare", "value_mismatch")["evidence"]
+    assert w["counts"]["misnamed"] == w["counts"]["shifted"] == w["counts"]["stale"] == 0  # every name right
+    assert w["counts"]["mismatched"] == 12 and all(".mlp." in t["name"] for t in w["worst"])  # the update's tensors
+    m = step(r, "known_bugs", "match")["evidence"]["matches"][0]
+    assert (m["package"], m["installed"], m["affected"]) == ("sglang", "0.5.5.post3", ">=0.5.3,<=0.5.5.post3")
+    assert m["url"] == "https://github.com/sgl-project/sglang/issues/14178"
+
+
 def inconclusive(r: dict[str, Any], d: Path) -> None:
     assert step(r, "checkpoint_integrity")["outcome"] == "intact"
     missing = [n for n in r["not_checked"] if n["artifact"] == "engine_weights"]
@@ -324,6 +333,7 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "garbled-no-engine-dump": inconclusive,
     "stuck-on-cpus": stuck_on_cpus,
     "garbled-sglang-known-bug": engine_version_regression,
+    "garbled-sglang-weight-update": engine_weight_update,
     "nccl-network-connect-failed": network,
     "gpu-ecc-fault": gpu_fault,
     "disk-full-checkpoint": disk_full,

@@ -42,9 +42,10 @@ class Candidate(BaseModel):
 def _observed(graph: DecisionGraph, findings: list[Finding]) -> dict[tuple[str, str], Finding]:
     seen: dict[tuple[str, str], Finding] = {}
     for f in findings:
-        if f.outcome in IMPLICIT_OUTCOMES:
-            continue
-        for token in edge_tokens(graph.nodes[f.node], f.outcome):
+        node = graph.nodes[f.node]
+        question = graph.questions.get(node.question or "")
+        own = frozenset(str(spec.get("probe")) for spec in question.nodes.values()) if question else frozenset()
+        for token in edge_tokens(node, f.outcome, set(seen), own):
             seen.setdefault(token, f)
     return seen
 

@@ -382,13 +382,19 @@ def evidence_alternatives(verdict: Verdict, probes: Mapping[str, type[Probe]],
     return alternatives
 
 
-def edge_tokens(node: Node, outcome: str) -> set[tuple[str, str]]:
-    """What a finding with this outcome observed: nothing when the probe could not run."""
-    if outcome in IMPLICIT_OUTCOMES:
-        return set()
-    tokens = {(node.probe, outcome)}
-    if outcome in node.exits and node.question:
-        tokens.add((node.question, node.exits[outcome]))
+def edge_tokens(node: Node, outcome: str, earlier: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(),
+                question_probes: frozenset[str] = frozenset()) -> set[tuple[str, str]]:
+    """What a finding with this outcome observed: nothing when the probe could not run.
+
+    Leaving a question through an exit observes `question:exit` when this probe answered,
+    or when a probe of the question answered that exit's name earlier on the path (a
+    follow-up check that could not run leaves the question's answer standing).
+    """
+    exit_name = node.exits.get(outcome) if node.question else None
+    answered = outcome not in IMPLICIT_OUTCOMES or any((p, exit_name) in earlier for p in question_probes)
+    tokens = set() if outcome in IMPLICIT_OUTCOMES else {(node.probe, outcome)}
+    if exit_name is not None and answered:
+        tokens.add((node.question, exit_name))
     return tokens
 
 
@@ -403,14 +409,16 @@ def check_evidence(graph: DecisionGraph, where_of: Callable[[str], tuple[Path, s
     relevant = {token for alts in alternatives.values() for alt in alts for token in alt}
     # node -> the distinct sets of evidence tokens observed along the paths that reach it
     seen: dict[str, set[frozenset[tuple[str, str]]]] = {graph.entry: {frozenset()}}
+    probes_of = {name: frozenset(str(spec.get("probe")) for spec in q.nodes.values())
+                 for name, q in graph.questions.items()}
     order = [n for n in nx.topological_sort(graph.graph) if not n.startswith(VERDICT_PREFIX)]
     for node_id in order:
         if node_id not in seen:
             continue
         node = graph.nodes[node_id]
+        own = probes_of.get(node.question or "", frozenset())
         for outcome, dest in node.edges.items():
-            tokens = frozenset(edge_tokens(node, outcome) & relevant)
-            observed = {paths | tokens for paths in seen[node_id]}
+            observed = {paths | frozenset(edge_tokens(node, outcome, paths, own) & relevant) for paths in seen[node_id]}
             if not dest.startswith(VERDICT_PREFIX):
                 seen.setdefault(dest, set()).update(observed)
                 continue

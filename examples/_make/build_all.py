@@ -25,7 +25,7 @@ SCRIPTS = [
     "collective_mismatch", "base_model", "pp_offset", "inconclusive",
     "single_generation", "false_truncation", "growing_drift",
     "network_nccl", "gpu_fault", "disk_full", "slurm_time_limit", "verl_version_mismatch", "sample_budget",
-    "release_leak", "crash_unrecognized", "stuck_on_cpus", "engine_version_regression",
+    "release_leak", "crash_unrecognized", "stuck_on_cpus", "engine_version_regression", "engine_weight_update",
 ]
 
 

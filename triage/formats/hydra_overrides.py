@@ -12,6 +12,8 @@ left as written otherwise. Nothing is imported or run.
 
 from __future__ import annotations
 
+from triage import safe_io
+
 import re
 from pathlib import Path
 from typing import Any
@@ -112,7 +114,8 @@ def read_config_yaml(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     try:
-        data = p.read_bytes()[:MAX_CONFIG_BYTES + 1]
+        with safe_io.open_regular(p) as fh:  # a regular file inside the run; never more than the limit read
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise CorruptArtifact(p, f"cannot read config: {exc.strerror}") from None
     if len(data) > MAX_CONFIG_BYTES:

@@ -10,6 +10,10 @@ JSON object is not a metric file: it is refused with a one-line error naming it.
 
 from __future__ import annotations
 
+import io
+
+from triage import safe_io
+
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,7 +53,7 @@ def read_jsonl_file(path: Path, table: MetricTable) -> int:
     path = Path(path)
     records = bad = 0
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with io.TextIOWrapper(safe_io.open_regular(path), encoding="utf-8", errors="replace") as fh:
             for n, line in enumerate(fh, 1):
                 if len(line) > MAX_LINE_CHARS or not line.strip():
                     continue

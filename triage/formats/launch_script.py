@@ -26,6 +26,8 @@ file and the line it starts on.
 
 from __future__ import annotations
 
+from triage import safe_io
+
 import ast
 import operator
 import re
@@ -291,7 +293,8 @@ def read_launch_script(path: str | Path) -> LaunchScript:
     """Read a bash launch script's variables, arrays and training command; nothing is executed."""
     p = Path(path)
     try:
-        data = p.read_bytes()[:MAX_SCRIPT_BYTES + 1]
+        with safe_io.open_regular(p) as fh:  # a regular file inside the run; never more than the limit read
+            data = fh.read(MAX_SCRIPT_BYTES + 1)
     except OSError as exc:
         raise CorruptArtifact(p, f"cannot read launch script: {exc.strerror}") from None
     if len(data) > MAX_SCRIPT_BYTES:

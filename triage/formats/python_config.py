@@ -14,6 +14,8 @@ anything else (a function call, an f-string, `args.lr`) is left unknown and list
 
 from __future__ import annotations
 
+from triage import safe_io
+
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +97,8 @@ def parse_python_config(text: str, path: str | Path = "<script>") -> PythonConfi
 def read_python_config(path: str | Path) -> PythonConfig:
     p = Path(path)
     try:
-        data = p.read_bytes()[:MAX_SCRIPT_BYTES + 1]
+        with safe_io.open_regular(p) as fh:  # a regular file inside the run; never more than the limit read
+            data = fh.read(MAX_SCRIPT_BYTES + 1)
     except OSError as exc:
         raise CorruptArtifact(p, f"cannot read training script: {exc.strerror}") from None
     if len(data) > MAX_SCRIPT_BYTES:

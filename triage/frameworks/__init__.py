@@ -21,6 +21,8 @@ module plus a column in each data file.
 
 from __future__ import annotations
 
+from triage import safe_io
+
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -182,7 +184,7 @@ def framework_of_sources(run) -> str | None:  # noqa: ANN001 - a triage.run.Run
     texts: list[str] = []
     for path in list(getattr(a, "launch_scripts", []) or [])[:5] + list(getattr(a, "configs", []) or [])[:5]:
         try:
-            with open(path, "rb") as fh:
+            with safe_io.open_regular(path) as fh:
                 texts.append(fh.read(256 << 10).decode("utf-8", "replace"))
         except OSError:
             continue

@@ -6,6 +6,8 @@ agree on at least one: a run that names no model, entrypoint or name matches not
 
 from __future__ import annotations
 
+from triage import safe_io
+
 import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -38,7 +40,8 @@ def _entrypoint(run: Run) -> str | None:
     text = None
     try:
         if run.artifacts.command_line is not None:
-            text = run.artifacts.command_line.read_text(errors="replace")[:65536]
+            with safe_io.open_regular(run.artifacts.command_line) as fh:
+                text = fh.read(65536).decode("utf-8", "replace")
         elif run.artifacts.command:
             text = run.artifacts.command
         elif run.artifacts.logs and run.log.command_line:
