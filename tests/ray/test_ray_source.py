@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -33,7 +34,11 @@ def submit_example(ray_head, tmp_path, name: str, **kw) -> str:
 
 
 @pytest.mark.parametrize("name", ["oom-max-tokens-per-gpu", "ckpt-not-loaded"])
-def test_a_failed_job_gets_the_verdict_of_its_run_directory(ray_head, tmp_path, capsys, name):
+def test_a_failed_job_gets_the_verdict_of_its_run_directory(ray_head, tmp_path, capsys, name, monkeypatch):
+    # the job's flags name the example's copies, as a cluster job names shared storage: the user
+    # allows that root ($TRIAGE_ALLOWED_ROOTS / --allow-path)
+    monkeypatch.setenv("TRIAGE_ALLOWED_ROOTS", os.pathsep.join(filter(None, (os.environ.get("TRIAGE_ALLOWED_ROOTS"),
+                                                                             str(EXAMPLES)))))
     sid = submit_example(ray_head, tmp_path, name)
     assert ray_head.wait(sid) == "FAILED"
     expected = json.loads((EXAMPLES / name / "expected.json").read_text())["verdict"]
