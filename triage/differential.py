@@ -46,7 +46,10 @@ def _observed(graph: DecisionGraph, findings: list[Finding]) -> dict[tuple[str, 
         question = graph.questions.get(node.question or "")
         own = frozenset(str(spec.get("probe")) for spec in question.nodes.values()) if question else frozenset()
         for token in edge_tokens(node, f.outcome, set(seen), own):
-            seen.setdefault(token, f)
+            # a question's answer left standing by a follow-up that could not run is the earlier finding's
+            source = f if f.outcome not in IMPLICIT_OUTCOMES else next(
+                (seen[(p, token[1])] for p in own if (p, token[1]) in seen), f)
+            seen.setdefault(token, source)
     return seen
 
 
