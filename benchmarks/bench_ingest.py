@@ -1,4 +1,4 @@
-"""How fast the log scan ingests a large slime job log, against `grep -c 'step '`.
+"""How fast the log scan ingests a large slime job log (and verl / TRL console logs), against `grep -c`.
 
     PYTHONPATH=. python benchmarks/bench_ingest.py                 # 1024 MB and 128 MB logs
     PYTHONPATH=. python benchmarks/bench_ingest.py --size-mb 256
@@ -150,6 +150,41 @@ def write_log(path: Path, size_mb: int, seed: int = 0) -> int:
     return written
 
 
+# verl's console metric line (verl/utils/tracking.py, console logger: `step:N - key:value - ...`)
+# and the HF Trainer's printed dict as TRL prints it on the console (transformers trainer `log`).
+_VERL_KEYS = ["actor/entropy", "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/grad_norm", "actor/lr",
+              "critic/score/mean", "critic/rewards/mean", "critic/advantages/mean", "response_length/mean",
+              "response_length/clip_ratio", "timing_s/gen", "timing_s/update_actor", "perf/throughput"]
+_TRL_KEYS = ["loss", "grad_norm", "learning_rate", "num_tokens", "completions/mean_length",
+             "completions/clipped_ratio", "rewards/accuracy_reward/mean", "reward", "reward_std",
+             "frac_reward_zero_std", "kl", "entropy", "clip_ratio/region_mean"]
+
+
+def write_framework_log(path: Path, size_mb: int, framework: str, seed: int = 0) -> int:
+    """A verl or TRL console log of about `size_mb` MB at the slime log's metric density; its size in bytes."""
+    rng = random.Random(seed)
+    target = size_mb << 20
+    written = step = t = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        while written < target:
+            buf = []
+            for _ in range(rng.randint(50, 100)):
+                t += rng.randint(0, 1)
+                buf.append(_chatter(rng, t).replace("SGLangEngine", "WorkerDict").replace("MegatronTrainRayActor",
+                                                                                           "WorkerDict"))
+            if framework == "verl":
+                pairs = " - ".join(f"{k}:{rng.uniform(-1, 100):.6f}" for k in _VERL_KEYS)
+                buf.append(f"(TaskRunner pid=3456) step:{step} - {pairs}")
+            else:
+                values = ", ".join(f"'{k}': {rng.uniform(-1, 100)!r}" for k in _TRL_KEYS)
+                buf.append(f"{{{values}, 'epoch': {step / 1000:.4f}}}")
+            step += 1
+            text = "\n".join(buf) + "\n"
+            fh.write(text)
+            written += len(text)
+    return written
+
+
 def cut_log(src: Path, dst: Path, size: int) -> int:
     """The first `size` bytes of src, cut at a line end."""
     with open(src, "rb") as fin, open(dst, "wb") as fout:
@@ -165,14 +200,14 @@ def cut_log(src: Path, dst: Path, size: int) -> int:
     return dst.stat().st_size
 
 
-def time_grep(path: Path, repeat: int) -> tuple[float, float, int]:
-    """Best wall and CPU seconds of `grep -c 'step '`, and its count."""
+def time_grep(path: Path, repeat: int, pattern: str = "step ") -> tuple[float, float, int]:
+    """Best wall and CPU seconds of `grep -c PATTERN` (default 'step '), and its count."""
     best_wall = best_cpu = float("inf")
     count = 0
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        out = subprocess.run(["grep", "-c", "step ", str(path)], capture_output=True, text=True, check=False)
+        out = subprocess.run(["grep", "-c", pattern, str(path)], capture_output=True, text=True, check=False)
         best_wall = min(best_wall, time.perf_counter() - t0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         best_cpu = min(best_cpu, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
@@ -250,6 +285,8 @@ def main() -> int:
     ap.add_argument("--automaton", choices=("auto", "on", "off"), default="auto",
                     help="the multi-pattern search (ahocorasick_rs): use when installed, force, or refuse")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--frameworks", default="verl,trl",
+                    help="other console formats measured at the same size, comma-separated (verl, trl; '' for none)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_ingest_"))
@@ -282,6 +319,21 @@ def main() -> int:
                   f"{mb / grep_cpu:13.0f} {mb / scan['cpu']:13.0f} {grep_cpu / scan['cpu']:6.2f}   "
                   f"{scan['rss_kb'] / 1024:11.0f} {scan['metric_bytes'] / 2**20:16.1f} {scan['lines']:10d} {metrics:8d} "
                   f"{scan['errors']:7d}")
+        others = [f for f in args.frameworks.split(",") if f.strip()]
+        if others:
+            print(f"\nother frameworks' console logs, {args.size_mb} MB each, scan vs grep -c of their metric marker")
+            print(f"{'format':>8} {'grep MB/s':>10} {'scan MB/s':>10} {'ratio':>6}   {'grep CPU MB/s':>13} {'scan CPU MB/s':>13} "
+                  f"{'ratio':>6}   {'peak RSS MB':>11} {'records':>8}")
+        for fw in others:
+            log = tmp / f"{fw}_{args.size_mb}mb.log"
+            mb = write_framework_log(log, args.size_mb, fw) / 2**20
+            warm(log)
+            grep_wall, grep_cpu, _count = time_grep(log, args.repeat, "step:" if fw == "verl" else "'loss'")
+            scan = time_scan(log, args.repeat, args.automaton)
+            print(f"{fw:>8} {mb / grep_wall:10.0f} {mb / scan['seconds']:10.0f} {grep_wall / scan['seconds']:6.2f}   "
+                  f"{mb / grep_cpu:13.0f} {mb / scan['cpu']:13.0f} {grep_cpu / scan['cpu']:6.2f}   "
+                  f"{scan['rss_kb'] / 1024:11.0f} {scan['records']:8d}")
+            log.unlink()
         tri = time_triage(big)
         mb = rows[-1][0]
         print(f"\nstatic triage end to end (`triage run --json --no-cache`) on the {mb:.0f} MB log: "

@@ -117,7 +117,6 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
 _METRIC_NEEDLE = 0
-_FW_NEEDLE = _NEEDLES.index(b"'epoch': ")
 
 # Line formats. The pieces: a Ray actor prefix `(MegatronTrainRayActor pid=1234) `, a
 # timestamp, and slime's `[ts] file.py:12 - ` head (miles: `[ts.mmm process] file.py:12 - `).
@@ -622,9 +621,9 @@ class _FileScan:
             if p < pos:
                 continue
             if k == _METRIC_NEEDLE and not 48 <= data[p - 1] <= 57:
-                if data[p + 2:p + 4] not in (b"{'", b'{"'):
-                    continue  # `: {` after no number: not `step N: {`; the line may still hold another marker
-                k = _FW_NEEDLE  # `[rank0]: {'loss': ...`: a dict for the other frameworks' grammars
+                # `: {` after no number: not `step N: {` (a `[rank0]: {'loss': ...}` dict holds its own
+                # `{'loss': ` / `'epoch': ` markers); the line may still hold another marker
+                continue
             ls = data.rfind(b"\n", pos, p) + 1 or pos
             if ls < pos:
                 ls = pos
