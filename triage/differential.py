@@ -44,7 +44,7 @@ def _observed(graph: DecisionGraph, findings: list[Finding]) -> dict[tuple[str, 
     for f in findings:
         node = graph.nodes[f.node]
         question = graph.questions.get(node.question or "")
-        own = frozenset(str(spec.get("probe")) for spec in question.nodes.values()) if question else frozenset()
+        own = question.probe_names if question else frozenset()
         for token in edge_tokens(node, f.outcome, set(seen), own):
             # a question's answer left standing by a follow-up that could not run is the earlier finding's
             source = f if f.outcome not in IMPLICIT_OUTCOMES else next(

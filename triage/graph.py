@@ -94,6 +94,11 @@ class Question:
     path: Path
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # local name -> raw spec
 
+    @property
+    def probe_names(self) -> frozenset[str]:
+        """The probes the question's nodes run (whose answers its exits carry)."""
+        return frozenset(str(spec.get("probe")) for spec in self.nodes.values())
+
 
 @dataclass
 class DecisionGraph:
@@ -409,8 +414,7 @@ def check_evidence(graph: DecisionGraph, where_of: Callable[[str], tuple[Path, s
     relevant = {token for alts in alternatives.values() for alt in alts for token in alt}
     # node -> the distinct sets of evidence tokens observed along the paths that reach it
     seen: dict[str, set[frozenset[tuple[str, str]]]] = {graph.entry: {frozenset()}}
-    probes_of = {name: frozenset(str(spec.get("probe")) for spec in q.nodes.values())
-                 for name, q in graph.questions.items()}
+    probes_of = {name: q.probe_names for name, q in graph.questions.items()}
     order = [n for n in nx.topological_sort(graph.graph) if not n.startswith(VERDICT_PREFIX)]
     for node_id in order:
         if node_id not in seen:
