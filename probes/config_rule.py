@@ -407,6 +407,9 @@ class ConfigRule(Probe):
         gbs = arg_int(run, "global_batch_size")
         steps = arg_int(run, "num_steps_per_rollout")
         if rbs is None or (gbs is None and steps is None):
+            split = self._data_parallel_split(run)
+            if split is not None:
+                return split
             return self._obs(
                 "not_applicable",
                 "The arguments do not give rollout_batch_size with global_batch_size or num_steps_per_rollout.",
@@ -455,6 +458,53 @@ class ConfigRule(Probe):
             )
         evidence["arithmetic"] = f"{rbs}*{n} = {samples} = {samples // gbs} steps of {gbs}"
         return self._obs("satisfied", f"global_batch_size is consistent ({evidence['arithmetic']}).", 0.85, **evidence)
+
+    def _data_parallel_split(self, run: Run) -> Observation | None:
+        """verl's batch over its data-parallel workers, when the batch is a prompt count.
+
+        verl hands each step's batch to its workers with `DataProto.chunk(world_size)`,
+        which asserts `len % chunks == 0` ("only support equal chunk", verl/protocol.py),
+        and its trainer checks the same at start: `real_train_batch_size =
+        data.train_batch_size * rollout.n` must be divisible by `minimal_bsz`, the GPU count
+        over the actor's model-parallel sizes (verl/trainer/ppo/ray_trainer.py
+        `_validate_config`). `verl.trainer.main_generation` chunks `data.batch_size` prompts
+        the same way (the answer in volcengine/verl#473: a multiple of nnodes *
+        n_gpus_per_node). None when the run gives no verl batch and GPU count.
+        """
+        train_name, train = arg_value(run, "data.train_batch_size")
+        gen_name, gen = arg_value(run, "data.batch_size")
+        nodes = arg_int(run, "trainer.nnodes")
+        per_node = arg_int(run, "trainer.n_gpus_per_node")
+        batch = as_int(train) if train_name else as_int(gen)
+        if batch is None or nodes is None or per_node is None:
+            return None
+        if train_name:
+            n = arg_int(run, "actor_rollout_ref.rollout.n") or 1
+            model_parallel = 1
+            for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"):
+                model_parallel *= arg_int(run, f"actor_rollout_ref.actor.megatron.{name}") or 1
+            what, samples = f"data.train_batch_size*rollout.n = {batch}*{n}", batch * n
+        else:
+            n = arg_int(run, "data.n_samples") or 1
+            model_parallel = 1
+            what, samples = f"data.batch_size = {batch}", batch
+        gpus = nodes * per_node
+        workers = max(gpus // model_parallel, 1)
+        evidence: dict[str, Any] = {
+            "batch_name": train_name or gen_name, "batch": batch, "samples": samples,
+            "nnodes": nodes, "n_gpus_per_node": per_node, "data_parallel_workers": workers,
+        }
+        if samples % workers:
+            evidence["arithmetic"] = f"{what} is not a multiple of {workers} data-parallel workers ({nodes}*{per_node} GPUs)"
+            return self._obs(
+                "violated",
+                f"The batch does not split evenly over verl's data-parallel workers: {evidence['arithmetic']}; "
+                "verl chunks each batch by worker (`only support equal chunk`).",
+                0.85,
+                **evidence,
+            )
+        evidence["arithmetic"] = f"{what} = {samples // workers} per worker over {workers}"
+        return self._obs("satisfied", f"The batch splits evenly over verl's workers ({evidence['arithmetic']}).", 0.8, **evidence)
 
     # max_tokens_per_gpu ---------------------------------------------------------------
 

@@ -11,6 +11,9 @@ In the order the slime Q&A and the axolotl guide give it:
 3. `logits_too_large`: the log-prob pass materialises logits of
    batch x generations x seq_len x vocab (bf16: 2 bytes); the axolotl guide's example
    8 * 16 * 2048 * 151936 * 2 bytes is about 75 GB, more than the GPU holds.
+   Without the arguments, the OOM message itself can show it: torch names the one
+   allocation that failed and the GPU's capacity, and a request of a large share of the
+   device in the log-prob pass can only be the logits (`memory.logits_single_alloc_share`).
 4. `within_budget`: none of the above.
 
 Sample lengths come from the best witness available: rollout dumps (exact token
@@ -29,6 +32,7 @@ from probes.config_rule import arg_flag, arg_float, arg_int, arg_value, as_int, 
 from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
+from triage.thresholds import threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -122,12 +126,18 @@ class MemoryBudget(Probe):
 
     name = "memory_budget"
     outcomes = ("max_tokens_too_high", "sequence_too_long", "logits_too_large", "within_budget")
-    needs = ("args",)
+    needs = ()
     cost = Cost.STATIC
     Params = Params
 
     def examine(self, run: Run) -> Observation:
         p: Params = self.params  # type: ignore[assignment]
+        try:
+            has_args = bool(run.args)
+        except TriageError:
+            has_args = False
+        if not has_args:
+            return self._from_oom_message(run)
         dynamic = arg_flag(run, "use_dynamic_batch_size")
         mtpg = arg_int(run, "max_tokens_per_gpu")
         rmrl = arg_int(run, "rollout_max_response_len", "max_completion_length")
@@ -199,17 +209,50 @@ class MemoryBudget(Probe):
                     **evidence,
                 )
         if not checked:
-            raise Unavailable(
-                "args",
-                "the arguments give neither the token budget (max_tokens_per_gpu, rollout_max_response_len) "
-                "nor the batch, sequence and vocab sizes for a logits estimate",
-                "keep the job's command line (cmdline.txt) or the log's arguments block",
-            )
+            try:
+                return self._from_oom_message(run)
+            except Unavailable:
+                raise Unavailable(
+                    "args",
+                    "the arguments give neither the token budget (max_tokens_per_gpu, rollout_max_response_len) "
+                    "nor the batch, sequence and vocab sizes for a logits estimate",
+                    "keep the job's command line (cmdline.txt) or the log's arguments block",
+                ) from None
         evidence["checked"] = checked
         return self.observe(
             "within_budget",
             f"The configuration's memory arithmetic ({', '.join(checked)}) stays within budget.",
             0.6,
+            **evidence,
+        )
+
+    def _from_oom_message(self, run: Run) -> Observation:
+        """The logits question answered by the failed allocation, when no arguments were kept."""
+        from probes.oom_context import failed_allocation  # the OOM's place is oom_context's question
+
+        alloc = failed_allocation(run)
+        if alloc is None or alloc["phase"] != "logprob_pass":
+            raise Unavailable(
+                "args",
+                "the run has no args, and no OOM in the log-prob pass names the allocation that failed",
+                "keep the job's command line (cmdline.txt) or the log's arguments block",
+            )
+        share = threshold("memory.logits_single_alloc_share")
+        ratio = alloc["requested_gb"] / alloc["capacity_gb"]
+        evidence = {**alloc, "share_of_gpu": round(ratio, 3), "min_share": share}
+        if ratio < share:
+            raise Unavailable(
+                "args",
+                f"the run has no args; the failed allocation ({alloc['requested_gb']:g} of {alloc['capacity_gb']:g} GiB) "
+                "is too small to be the logits alone",
+                "keep the job's command line (cmdline.txt) or the log's arguments block",
+            )
+        return self.observe(
+            "logits_too_large",
+            f"In the log-prob pass one allocation of {alloc['requested_gb']:g} GiB failed on a GPU of "
+            f"{alloc['capacity_gb']:g} GiB ({ratio:.0%} of it, at least {share:.0%}): only the logits tensor of the "
+            f"micro-batch is that large ({alloc['where']}). Reduce the micro batch or the tokens per GPU.",
+            0.7,
             **evidence,
         )
 

@@ -35,6 +35,7 @@ from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.log_index import LogLine
 from triage.probe import Cost, Probe
+from triage.safe_io import read_text
 from triage.thresholds import count, threshold
 
 if TYPE_CHECKING:
@@ -47,9 +48,17 @@ SWITCH_TIMERS = ("update_weights", "wake_up", "sleep", "onload", "offload", "onl
 ENGINE_SOURCE = re.compile(r"sglang|SGLang|Scheduler|TpModelWorker|DetokenizerManager", re.I)
 ENGINE_TEXT = re.compile(r"mem[-_]fraction[-_]static|Scheduler hit an exception|KV cache|Prefill out of memory|Decode out of memory")
 ENGINE_FRAME = re.compile(r"sglang/srt/|sglang\\srt\\")
+# The log-prob pass as each framework names it: slime (`compute_log_prob`,
+# `calculate_log_probs_and_entropy` / `compute_log_probs` in slime/utils/ppo_utils.py), verl
+# (`compute_log_prob`, `logprobs_from_logits` in verl/utils/torch_functional.py,
+# `entropy_from_logits`), OpenRLHF (`log_probs_from_logits` in openrlhf/models/utils.py), TRL
+# (`_get_per_token_logps*`, `selective_log_softmax` in trl/trainer/utils.py).
 LOGPROB_FRAME = re.compile(
-    r"in (compute_log_prob|compute_ref_log_prob|_get_per_token_logps\w*|get_per_token_logps\w*|"
-    r"compute_logprobs?|ref_log_probs?|_compute_log_probs?|forward_only)\b"
+    r"in (compute_log_probs?|compute_ref_log_prob|_get_per_token_logps\w*|get_per_token_logps\w*|"
+    r"compute_logprobs?|ref_log_probs?|_compute_log_probs?|forward_only|calculate_log_probs\w*|"
+    r"logprobs_from_logits\w*|log_probs_from_logits\w*|entropy_from_logits\w*|selective_log_softmax)\b"
+    r"|^\s*(?:\[rank\d+\]:\s*)?[\w, ]+=\s*(?:\w+\.)*(?:compute_log_probs?|calculate_log_probs\w*|"
+    r"logprobs_from_logits|log_probs_from_logits|selective_log_softmax)\("
 )
 SWITCH_FRAME = re.compile(
     r"in (update_weights\w*|wake_up|sleep|onload\w*|offload\w*|resume_memory_occupation|"
@@ -99,6 +108,34 @@ def _phase_from_timers(timers: list[str]) -> str | None:
     if "train" in timers:
         return "training_step"
     return None
+
+
+# A traceback line: a frame header, a code line under it, or the caret line under the code.
+_TRACEBACK_SHAPED = re.compile(r'^\s*(?:\[rank\d+\]:\s*)?(?:File "[^"]+", line \d+|\s+\S|\^+\s*$)|^\s+\^+\s*$|^[\w, .]+= \S+\(')
+# Pastes small enough to be a fragment someone copied (a job's own log is read by the index).
+PASTE_BYTES = 1 << 20
+
+
+def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
+    """Frames printed after the error line instead of before it, in a pasted fragment.
+
+    Users paste a traceback from its last line up, or cut the `Traceback (most recent call
+    last):` header away, so the index ties no frames to the error. In a file the size of a
+    paste, the traceback-shaped lines directly below the error line are its frames.
+    """
+    if oom.frames:
+        return oom.frames
+    try:
+        text = read_text(oom.line.path, PASTE_BYTES, "pasted log")
+    except (OSError, UnicodeDecodeError, TriageError):
+        return ()
+    lines = text.splitlines()
+    below = []
+    for line in lines[oom.line.line_no:oom.line.line_no + 60]:
+        if not _TRACEBACK_SHAPED.search(line):
+            break
+        below.append(line.strip())
+    return tuple(reversed(below))  # bottom-up paste: the innermost frame comes first
 
 
 def _phase_from_frames(frames: tuple[str, ...]) -> str | None:
@@ -209,6 +246,32 @@ def _in_engine(oom: SignatureMatch) -> bool:
     )
 
 
+# torch's message: "Tried to allocate 58.15 GiB. GPU 0 has a total capacity of 139.81 GiB ..."
+ALLOCATION = re.compile(
+    r"Tried to allocate (?P<req>[\d.]+) (?P<ru>[KMGT]i?B)\b.*?total capacity of (?P<cap>[\d.]+) (?P<cu>[KMGT]i?B)"
+)
+_UNIT_GIB = {"K": 1 / 2**20, "M": 1 / 2**10, "G": 1.0, "T": 2**10}
+
+
+def failed_allocation(run: Run) -> dict[str, Any] | None:
+    """The first CUDA OOM's failed request and the GPU's capacity (GiB), with the phase it failed in."""
+    ooms = sorted(scan(run.log).of_outcome("cuda_oom"), key=lambda m: m.order)
+    for oom in ooms:
+        m = ALLOCATION.search(oom.line.text)
+        if not m:
+            continue
+        frames = adjacent_frames(run, oom)
+        phase = _phase_from_timers(_open_timers(run)) or _phase_from_frames(frames)
+        return {
+            "requested_gb": round(float(m.group("req")) * _UNIT_GIB[m.group("ru")[0]], 3),
+            "capacity_gb": round(float(m.group("cap")) * _UNIT_GIB[m.group("cu")[0]], 3),
+            "phase": phase,
+            "where": oom.line.where(),
+            "frames": list(frames[-4:]),
+        }
+    return None
+
+
 class OomContext(Probe):
     """Where the CUDA OOM happened: inference engine, log-prob pass, first phase switch, or train step."""
 
@@ -227,13 +290,15 @@ class OomContext(Probe):
         last_rollout = _last_index(run, "rollout")
         colocated = _colocated(run)
         by_timers = _phase_from_timers(timers)
-        by_frames = _phase_from_frames(oom.frames)
+        frames = adjacent_frames(run, oom)
+        by_frames = _phase_from_frames(frames)
         event = _last_event(run, oom)
         by_event = PHASE_OF_EVENT[event.tag] if event is not None and event.tag else None
         in_engine = _in_engine(oom)
         evidence: dict[str, Any] = {
             "line": quote(oom.line),
-            "frames": list(oom.frames[-8:]),
+            "frames": list(frames[-8:]),
+            "frames_below_error": not oom.frames and bool(frames),
             "open_timers": timers,
             "last_step": last_step,
             "last_rollout": last_rollout,

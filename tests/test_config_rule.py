@@ -519,3 +519,46 @@ def test_placement_resources_manifest_cluster_cpus(tmp_path):
     obs = rule("placement_resources", make_run(tmp_path, COLOCATED_8, log=SLIME_WAIT_8, manifest="args:\n  cluster_cpus: 6\n"))
     assert obs.outcome == "violated"
     assert obs.evidence["cluster"]["CPU"] == {"total": 6.0, "from": "args.cluster_cpus"}
+
+
+# verl: the batch over its data-parallel workers ------------------------------------------
+
+VERL = "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=4"
+
+
+def verl_run(tmp_path: Path, overrides: str):
+    (tmp_path / "cmdline.txt").write_text(f"{VERL} {overrides}\n", encoding="utf-8")
+    return open_run(str(tmp_path))
+
+
+def test_verl_train_batch_times_n_not_divisible_by_the_gpus(tmp_path):
+    obs = rule("global_batch", verl_run(tmp_path, "data.train_batch_size=6 actor_rollout_ref.rollout.n=1"))
+    assert obs.outcome == "violated"
+    assert obs.evidence["arithmetic"] == (
+        "data.train_batch_size*rollout.n = 6*1 is not a multiple of 4 data-parallel workers (1*4 GPUs)"
+    )
+    assert "only support equal chunk" in obs.summary
+
+
+def test_verl_train_batch_divisible_once_rollout_n_multiplies_it(tmp_path):
+    obs = rule("global_batch", verl_run(tmp_path, "data.train_batch_size=6 actor_rollout_ref.rollout.n=2"))
+    assert obs.outcome == "satisfied"
+    assert obs.evidence["data_parallel_workers"] == 4
+
+
+def test_verl_megatron_model_parallel_leaves_fewer_workers(tmp_path):
+    run = verl_run(tmp_path, "data.train_batch_size=6 actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2")
+    obs = rule("global_batch", run)
+    assert obs.outcome == "satisfied"
+    assert obs.evidence["data_parallel_workers"] == 2
+
+
+def test_verl_generation_batch_smaller_than_the_gpus(tmp_path):
+    (tmp_path / "cmdline.txt").write_text(
+        "python3 -m verl.trainer.main_generation trainer.nnodes=1 trainer.n_gpus_per_node=2 data.batch_size=1 "
+        "data.n_samples=1 rollout.tensor_model_parallel_size=2\n",
+        encoding="utf-8",
+    )
+    obs = rule("global_batch", open_run(str(tmp_path)))
+    assert obs.outcome == "violated"
+    assert obs.evidence["arithmetic"].startswith("data.batch_size = 1 is not a multiple of 2")

@@ -131,3 +131,41 @@ def test_nothing_to_compute_is_unavailable(tmp_path):
     with pytest.raises(Unavailable) as exc:
         examine(make_run(tmp_path, "--lr 1e-6 --num-rollout 100"))
     assert exc.value.artifact == "args"
+
+
+# the failed allocation, when the arguments were not kept ---------------------------------
+
+# A traceback pasted from its error line up (THUDM/slime#1951's shape): the frames sit below.
+OOM_BOTTOM_UP = """torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {req} GiB. GPU 0 has a total capacity of 139.81 GiB of which 47.69 GiB is free. Of the allocated memory 82.55 GiB is allocated by PyTorch.
+                               ^^^^^^^^^^^^^^
+    log_prob = compute_log_probs(logits.clone(), tokens, tp_group)
+   File "/root/slime/slime/utils/ppo_utils.py", line 672, in calculate_log_probs_and_entropy
+"""
+
+
+def logs_only_run(tmp_path: Path, log: str):
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    return open_run(str(tmp_path))
+
+
+def test_failed_logits_sized_allocation_in_the_logprob_pass(tmp_path):
+    obs = examine(logs_only_run(tmp_path, OOM_BOTTOM_UP.format(req="58.15")))
+    assert obs.outcome == "logits_too_large"
+    assert obs.evidence["requested_gb"] == 58.15
+    assert obs.evidence["capacity_gb"] == 139.81
+    assert obs.evidence["share_of_gpu"] == round(58.15 / 139.81, 3)
+    assert "58.15 GiB" in obs.summary
+
+
+def test_small_failed_allocation_decides_nothing(tmp_path):
+    with pytest.raises(Unavailable) as info:
+        examine(logs_only_run(tmp_path, OOM_BOTTOM_UP.format(req="2.00")))
+    assert "too small to be the logits" in str(info.value)
+
+
+def test_failed_allocation_outside_the_logprob_pass_decides_nothing(tmp_path):
+    log = OOM_BOTTOM_UP.format(req="58.15").replace("compute_log_probs", "run_layer").replace(
+        "calculate_log_probs_and_entropy", "forward"
+    )
+    with pytest.raises(Unavailable):
+        examine(logs_only_run(tmp_path, log))

@@ -203,3 +203,27 @@ def test_verls_offload_memory_lines_count_too(tmp_path):
     obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
     assert obs.outcome == "release_leak", obs.summary
     assert obs.evidence["memory_trend"]["used_gb"] == [10.0, 13.0, 16.5, 20.0]
+
+
+@pytest.mark.parametrize("path, fn", [
+    ("/workspace/verl/verl/utils/torch_functional.py", "logprobs_from_logits"),  # verl
+    ("/opt/OpenRLHF/openrlhf/models/utils.py", "log_probs_from_logits"),  # OpenRLHF
+    ("/root/slime/slime/utils/ppo_utils.py", "calculate_log_probs_and_entropy"),  # slime
+    ("/usr/lib/python3/site-packages/trl/trainer/utils.py", "selective_log_softmax"),  # TRL
+])
+def test_each_frameworks_log_prob_function_places_the_oom(tmp_path, path, fn):
+    log = traceback("", [("/app/train.py", 10, "main"), (path, 120, fn)]).replace("\n ", "\n").lstrip()
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "logprob_pass"
+
+
+def test_frames_pasted_below_the_error_line_place_the_oom(tmp_path):
+    log = (
+        f"{OOM}\n"
+        "                               ^^^^^^^^^^^^^^\n"
+        "    log_prob = compute_log_probs(logits.clone(), tokens, tp_group)\n"
+        '   File "/root/slime/slime/utils/ppo_utils.py", line 672, in calculate_log_probs_and_entropy\n'
+    )
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "logprob_pass"
+    assert obs.evidence["frames_below_error"] is True
