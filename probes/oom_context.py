@@ -236,8 +236,17 @@ def release_leak(run: Run, oom: SignatureMatch) -> dict[str, Any] | None:
     return best
 
 
-def _in_engine(oom: SignatureMatch) -> bool:
+# torch_memory_saver holds the engine's weights and KV cache under SGLang; verl's trainer
+# offloads through FSDP instead, so in a verl run its out-of-memory is the engine's (the
+# slime family also puts the trainer's memory under it, so there it says nothing).
+MEMORY_SAVER = re.compile(r"torch_memory_saver")
+ENGINE_ONLY_MEMORY_SAVER = ("verl",)
+
+
+def _in_engine(oom: SignatureMatch, framework: str = "unknown") -> bool:
     line = oom.line
+    if framework in ENGINE_ONLY_MEMORY_SAVER and MEMORY_SAVER.search(line.text):
+        return True
     return bool(
         (line.source and ENGINE_SOURCE.search(line.source))
         or ENGINE_TEXT.search(line.text)
@@ -294,7 +303,7 @@ class OomContext(Probe):
         by_frames = _phase_from_frames(frames)
         event = _last_event(run, oom)
         by_event = PHASE_OF_EVENT[event.tag] if event is not None and event.tag else None
-        in_engine = _in_engine(oom)
+        in_engine = _in_engine(oom, run.framework)
         evidence: dict[str, Any] = {
             "line": quote(oom.line),
             "frames": list(frames[-8:]),

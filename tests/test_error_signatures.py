@@ -350,6 +350,14 @@ FIELD_CASES = [
      "Make sure that `max_model_len` is no smaller than the number of text tokens.\n"),  # vLLM processor.py
     ("sample_too_long", "(WorkerDict pid=812) AssertionError: max_token_len must be greater than the sequence length. "
      "Got max_token_len=16384 and max_seq_len=20480\n"),  # verl seqlen_balancing.py
+    ("sample_too_long",  # vllm/config/scheduler.py SchedulerConfig._verify_args, as verl-project/verl#7624 shows it
+     "ValidationError: 1 validation error for SchedulerConfig\n"
+     "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). This effectively limits the "
+     "maximum sequence length to max_num_batched_tokens.\n"),
+    ("version_mismatch",  # a name the installed diffusers does not have (huggingface/trl#1293)
+     "ImportError: cannot import name 'convert_state_dict_to_diffusers' from 'diffusers.utils'\n"),
+    # an engine's memory under torch_memory_saver (csrc/torch_memory_saver.cpp; CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY)
+    ("cuda_oom", " [torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp func=cu_mem_create line=103\n"),
     # host.ram_exhausted with memory evidence
     ("host_oom_killed", "slurmstepd: error: Detected 1 oom_kill event in StepId=88123.0. Some of the step tasks have been OOM Killed.\n"),
     ("host_oom_killed", "[Thu Aug 10 08:17:31 2026] Out of memory: Killed process 4189 (python3) total-vm:301234567kB, "
@@ -546,6 +554,11 @@ def test_a_megatron_module_the_installed_package_lacks_is_a_version_mismatch(tmp
     obs = examine(tmp_path, HEAD + line)
     assert obs.outcome == "version_mismatch", obs.summary
     assert obs.evidence["packages"] == [package]
+
+
+def test_an_import_from_the_users_own_module_is_not_a_version_mismatch(tmp_path):
+    obs = examine(tmp_path, HEAD + "ImportError: cannot import name 'score_answer' from 'my_rewards'\n")
+    assert obs.outcome != "version_mismatch", obs.summary
 
 
 def test_a_trl_trainer_missing_a_trainer_attribute_is_a_version_mismatch(tmp_path):

@@ -225,3 +225,14 @@ def test_a_crash_log_without_metrics_is_recognised_by_its_markers(tmp_path):
             "    run_ppo(config)\n"
             "ValueError: ppo_mini_batch_size 256 must be divisible by ...\n")
     assert scan_logs([_log(tmp_path, text)]).framework == "verl"
+
+
+def test_a_command_line_file_names_the_framework_when_the_log_does_not(tmp_path):
+    # a pasted error line says nothing of the framework; the command kept beside it does
+    (tmp_path / "job.log").write_text("RuntimeError: CUDA error: out of memory\n", encoding="utf-8")
+    (tmp_path / "cmdline.txt").write_text(
+        "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=8\n", encoding="utf-8"
+    )
+    from triage.run import open_run
+
+    assert open_run(str(tmp_path)).framework == "verl"

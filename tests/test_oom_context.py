@@ -227,3 +227,19 @@ def test_frames_pasted_below_the_error_line_place_the_oom(tmp_path):
     obs = OomContext().examine(make_run(tmp_path, log))
     assert obs.outcome == "logprob_pass"
     assert obs.evidence["frames_below_error"] is True
+
+
+def test_memory_saver_oom_in_a_verl_run_is_the_engines(tmp_path):
+    # verl-project/verl#1431: SGLang's torch_memory_saver cannot map its memory (CUresult 2 = out of memory)
+    (tmp_path / "job.log").write_text(
+        " [torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp func=cu_mem_create line=103\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "cmdline.txt").write_text(
+        "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=4 "
+        "actor_rollout_ref.rollout.name=sglang actor_rollout_ref.rollout.gpu_memory_utilization=0.6\n",
+        encoding="utf-8",
+    )
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "engine_side"
+    assert obs.evidence["in_engine"] is True

@@ -182,7 +182,8 @@ def framework_of_sources(run) -> str | None:  # noqa: ANN001 - a triage.run.Run
     if getattr(a, "python_configs", None):
         return "hf_trainer"
     texts: list[str] = []
-    for path in list(getattr(a, "launch_scripts", []) or [])[:5] + list(getattr(a, "configs", []) or [])[:5]:
+    command_file = [a.command_line] if getattr(a, "command_line", None) else []
+    for path in command_file + list(getattr(a, "launch_scripts", []) or [])[:5] + list(getattr(a, "configs", []) or [])[:5]:
         try:
             with safe_io.open_regular(path) as fh:
                 texts.append(fh.read(256 << 10).decode("utf-8", "replace"))

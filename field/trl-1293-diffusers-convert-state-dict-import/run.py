@@ -1,0 +1,1 @@
+from trl import SFTTrainer

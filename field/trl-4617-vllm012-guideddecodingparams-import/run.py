@@ -1,0 +1,1 @@
+from trl.trainer.grpo_trainer import RewardFunc
