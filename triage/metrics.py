@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 # Where records come from, by MetricTable kind: a log grammar's kinds, trainer_state.json's
 # "hf", and the readers beyond the log.
-EXTERNAL_KINDS = ("tensorboard", "wandb", "jsonl")
+EXTERNAL_KINDS = ("tensorboard", "wandb", "jsonl", "table")
+PASTED_TABLE = "table"  # triage/formats/pasted_table.py
 SOURCE_OF_KIND = {
     "step": "log:slime_dict", "critic-step": "log:slime_dict", "rollout": "log:slime_dict", "perf": "log:slime_dict",
     "eval": "log:slime_dict", "passrate": "log:slime_dict", "multi_turn": "log:slime_dict",
     "verl": "log:verl_console", "hf_log": "log:hf_dict", "hf_log_eval": "log:hf_dict", "hf_log_summary": "log:hf_dict",
     "swift": "log:swift_json", "openrlhf": "log:tqdm_postfix", "hf": "trainer_state",
-    "tensorboard": "tensorboard", "wandb": "wandb", "jsonl": "jsonl",
+    "tensorboard": "tensorboard", "wandb": "wandb", "jsonl": "jsonl", "table": "log:pasted_table",
 }
 # kinds a framework cell's kind also stands for: the HF Trainer's printed dicts are the
 # same records as trainer_state.json's log_history, read when that file is absent.
@@ -63,6 +64,13 @@ def _candidates() -> dict[str, tuple[tuple[str, str], ...]]:
                 seen[(ext, key)] = None
                 if not key.startswith("train/"):
                     seen[(ext, f"train/{key}")] = None
+        # A pasted table's header drops the key's namespace (`completions/clipped_ratio` is
+        # headed `clipped_ratio`); a compound last segment still names one metric, a bare
+        # `mean` or `max` does not.
+        for key in bare:
+            last = key.rsplit("/", 1)[-1]
+            if last != key and ("_" in last or "-" in last):
+                seen[(PASTED_TABLE, last)] = None
         table[name] = tuple(seen)
     return table
 
@@ -126,6 +134,10 @@ class Metrics:
             from triage.formats.jsonl_metrics import read_jsonl_metrics
 
             table.merge(read_jsonl_metrics(jl))
+        if run.artifacts.logs:
+            from triage.formats.pasted_table import read_pasted_tables
+
+            table.merge(read_pasted_tables(run.artifacts.logs))
         return cls(table)
 
     def records(self) -> dict[str, dict[str, object]]:

@@ -1,0 +1,74 @@
+"""Metric tables as users paste them (triage/formats/pasted_table.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from triage.formats.pasted_table import PASTE_BYTES, read_pasted_tables, tables
+from triage.run import open_run
+
+# huggingface/trl#5697: the user's summary of a GRPO run, an elided middle included
+SPACED = """Step  loss  grad_norm  reward_mean  clipped_ratio  mean_length
+1     0     0          0            1.0            256
+2     0     0          0            1.0            256
+...
+10    0     0          0            1.0            256
+"""
+
+MARKDOWN = """Here are my metrics:
+
+| step | loss | grad_norm | reward |
+|------|------|-----------|--------|
+| 10 | 0.12 | 0.8 | 0.31 |
+| 20 | 0.10 | nan | 0.30 |
+
+and then it crashed.
+"""
+
+
+def test_a_spaced_table_with_an_elision_gives_one_record_per_row():
+    rows = list(tables(SPACED.splitlines()))
+    assert [step for step, _ in rows] == [1, 2, 10]
+    assert rows[0][1] == {"loss": 0.0, "grad_norm": 0.0, "reward_mean": 0.0, "clipped_ratio": 1.0, "mean_length": 256.0}
+
+
+def test_a_markdown_table_keeps_nan_and_ends_at_prose():
+    rows = list(tables(MARKDOWN.splitlines()))
+    assert [step for step, _ in rows] == [10, 20]
+    assert rows[1][1]["grad_norm"] != rows[1][1]["grad_norm"]  # nan
+
+
+def test_lines_that_are_not_a_table_give_nothing():
+    text = [
+        "step loss",  # two columns
+        "Step  loss  grad_norm",  # a header ...
+        "the run went on",  # ... with no numeric row
+        "rank  world  size",  # no step column
+        "0  8  8",
+    ]
+    assert list(tables(text)) == []
+
+
+def test_table_metrics_reach_the_canonical_names(tmp_path):
+    (tmp_path / "job.log").write_text(SPACED, encoding="utf-8")
+    (tmp_path / "run.py").write_text(
+        "from trl import GRPOConfig\nargs = GRPOConfig(output_dir='out', logging_steps=1)\n", encoding="utf-8"
+    )
+    metrics = open_run(str(tmp_path)).metrics
+    truncated = metrics.get("truncated_ratio")
+    assert truncated is not None and truncated.source == "table:clipped_ratio"
+    assert list(truncated.steps) == [1, 2, 10] and set(truncated.values) == {1.0}
+    assert metrics.get("grad_norm").source == "table:grad_norm"
+    assert metrics.records()["grad_norm"]["source"] == "log:pasted_table"
+
+
+def test_a_log_larger_than_a_paste_is_left_to_the_log_scan(tmp_path):
+    big = tmp_path / "job.log"
+    big.write_text(SPACED + "x" * (PASTE_BYTES + 1) + "\n", encoding="utf-8")
+    assert read_pasted_tables([big]).empty()
+
+
+def test_a_binary_file_is_skipped(tmp_path):
+    blob = tmp_path / "job.log"
+    blob.write_bytes(b"\xff\xfe\x00" * 100)
+    assert read_pasted_tables([blob]).empty()

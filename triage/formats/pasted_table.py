@@ -1,0 +1,95 @@
+"""Metric tables as users paste them: a header of metric names over rows of numbers.
+
+In issue threads metrics often arrive as a table rather than as the log's own records: a
+Markdown table (`| step | loss | grad_norm |`), a W&B or pandas export printed with
+spaces, or a summary the user typed under the log (huggingface/trl#5697:
+`Step  loss  grad_norm  reward_mean  clipped_ratio  mean_length`). Such a table is read
+here when the log file is the size of a paste; a job's own log prints records, which the
+log scan reads.
+
+A table is a header of at least three metric names, one of them a step column, followed
+by rows with one number per column. A `...` row (the user's elision) is skipped; any other
+row ends the table. Records go to the `table` kind under the header's names, so the
+canonical vocabulary (triage/frameworks/metrics.yaml) finds them by their bare keys, as
+it does for TensorBoard, W&B and JSONL tags.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from triage import safe_io
+from triage.errors import TriageError
+from triage.formats.metric_table import MetricTable
+
+KIND = "table"
+# The size of something pasted into an issue or a chat: GitHub caps an issue body at
+# 65,536 characters; a paste of a few hundred KB is still a fragment, a job log is larger.
+PASTE_BYTES = 1 << 20
+MIN_COLUMNS = 3
+# Step column names: the HF Trainer's "Step" progress table, W&B's `_step`, JSONL-style keys.
+STEP_NAMES = frozenset({"step", "steps", "global_step", "_step", "iteration", "iter", "train/global_step"})
+_NAME = re.compile(r"[A-Za-z_][\w/.@\-]*\Z")
+_ELISION = re.compile(r"^\s*\|?\s*(?:\.\.\.|…)(?:\s*\|?\s*(?:\.\.\.|…))*\s*\|?\s*$")
+_MD_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+
+
+def _cells(line: str) -> list[str]:
+    if "|" in line:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+    return line.split()
+
+
+def _number(cell: str) -> float | None:
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    return value
+
+
+def _header(cells: list[str]) -> int | None:
+    """The step column's position when `cells` is a table header, else None."""
+    if len(cells) < MIN_COLUMNS or not all(_NAME.match(c) for c in cells):
+        return None
+    lowered = [c.lower() for c in cells]
+    if len(set(lowered)) != len(lowered):
+        return None
+    return next((i for i, c in enumerate(lowered) if c in STEP_NAMES), None)
+
+
+def tables(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, float]]]:
+    """(step, {name: value}) for every row of every table in `lines`."""
+    header: list[str] | None = None
+    step_at = 0
+    for line in lines:
+        cells = _cells(line)
+        if header is not None:
+            if _MD_RULE.match(line) or _ELISION.match(line):
+                continue
+            values = [_number(c) for c in cells] if len(cells) == len(header) else None
+            if values is not None and all(v is not None for v in values):
+                step = values[step_at]
+                if step is not None and math.isfinite(step) and step.is_integer():
+                    yield int(step), {n: v for i, (n, v) in enumerate(zip(header, values)) if i != step_at}  # type: ignore[misc]
+                    continue
+            header = None
+        at = _header(cells)
+        if at is not None:
+            header, step_at = cells, at
+
+
+def read_pasted_tables(paths: Iterable[Path]) -> MetricTable:
+    """The tables of every log file small enough to be a paste (others are left to the log scan)."""
+    table = MetricTable()
+    for path in paths:
+        try:
+            text = safe_io.read_text(path, PASTE_BYTES, "pasted log")
+        except (OSError, UnicodeDecodeError, TriageError):
+            continue  # larger than a paste, unreadable or not text: the log scan reports those
+        for step, record in tables(text.splitlines()):
+            table.add(KIND, step, record)
+    return table
