@@ -59,7 +59,9 @@ _RAY_HEADER = re.compile(
 )
 _CAUSE = "The above exception was the direct cause of the following exception:"
 _CONTEXT = "During handling of the above exception, another exception occurred:"
-_HOT = (b"Traceback", b"RayTaskError")
+# What starts a traceback: its header, Ray's wrapper, or (in a paste cut above its header, or
+# printed under a header another tool reworded) a frame line itself.
+_HOT = (b"Traceback", b"RayTaskError", b'File "')
 # step / rollout records: slime's `step 3: {`, `rollout 3: {`, verl's `step:3 - `, and the HF Trainer's
 # progress bar `| 37/1250 [05:12<2:50:51,  8.45s/it]` (its unit tells it from a datasets `Map` bar)
 _RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
@@ -404,6 +406,10 @@ class TracebackReader:
                 if origin.rank is None and (r := _HEAD_RANK.search(text)):
                     origin = Origin(origin.actor, origin.pid, origin.ip, int(r.group(1) or r.group(2)))
                 self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+            elif text[:1] in (" ", "\t") and (f := _FRAME.match(text)):
+                # a traceback whose header was cut off or reworded: its frames start it
+                tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+                tb.add_frame(Frame(f.group("file"), int(f.group("line")), (f.group("fn") or "?").strip()))
             elif (w := _RAY_WRAP.match(body.strip())) and w.group("kind") == "RayTaskError" and _RAY_HEADER.search(body):
                 # a wrapped remote error printed without the driver's own traceback
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
