@@ -168,14 +168,31 @@ class FindingsCache:
 
 @functools.lru_cache(maxsize=1)
 def rules_digest() -> str:
-    """What the probes judge by besides the run: the thresholds file and this version of the triage.
+    """What the probes judge by besides the run: the thresholds file, this version of the triage
+    and its code (the probes, the readers and the tables they load).
 
-    Part of every key, so a changed threshold or an upgrade never answers from a finding
-    judged by the old rules."""
+    Part of every key, so a changed threshold, an upgrade or a checkout of other code never
+    answers from a finding judged by the old rules. The code is hashed once per process
+    (about 2 MB of source)."""
     from triage import __version__
     from triage.thresholds import THRESHOLDS_FILE
 
-    return hashlib.sha256(THRESHOLDS_FILE.read_bytes() + __version__.encode()).hexdigest()[:16]
+    h = hashlib.sha256(THRESHOLDS_FILE.read_bytes() + __version__.encode())
+    h.update(code_digest(Path(__file__).resolve().parent.parent, CODE_PACKAGES).encode())
+    return h.hexdigest()[:16]
+
+
+def code_digest(root: Path, packages: tuple[str, ...]) -> str:
+    """A digest of the Python and YAML files of `packages` under `root`, names included."""
+    h = hashlib.sha256()
+    for package in packages:
+        for path in sorted(p for ext in ("*.py", "*.yaml") for p in (root / package).rglob(ext)):
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+# What a finding depends on besides the run: the probes, the readers and the playbooks' tables.
+CODE_PACKAGES = ("triage", "probes", "playbooks")
 
 
 def cache_key(node: Node, probe_cls: type[Probe], fingerprint: str) -> str:
