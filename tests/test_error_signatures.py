@@ -356,12 +356,88 @@ FIELD_CASES = [
      "maximum sequence length to max_num_batched_tokens.\n"),
     ("version_mismatch",  # a name the installed diffusers does not have (huggingface/trl#1293)
      "ImportError: cannot import name 'convert_state_dict_to_diffusers' from 'diffusers.utils'\n"),
+    ("version_mismatch",  # OpenRLHF/OpenRLHF#702: a keyword the installed vLLM dropped, frames under Ray's own header
+     "Exception raised in creation task: The actor died because of an error raised in its creation task, "
+     "ray::LLMRayActor.__init__() (repr=<openrlhf.trainer.ray.vllm_engine.LLMRayActor object at 0x150cf7b4b910>)\n"
+     ' File "openrlhf/trainer/ray/vllm_engine.py", line 58, in __init__\n'
+     " self.llm = vllm.LLM(*args, **kwargs)\n"
+     ' File "vllm/entrypoints/llm.py", line 210, in __init__\n'
+     " engine_args = EngineArgs(\n"
+     "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_use_ray'\n"),
     # an engine's memory under torch_memory_saver (csrc/torch_memory_saver.cpp; CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY)
     ("cuda_oom", " [torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp func=cu_mem_create line=103\n"),
     # host.ram_exhausted with memory evidence
     ("host_oom_killed", "slurmstepd: error: Detected 1 oom_kill event in StepId=88123.0. Some of the step tasks have been OOM Killed.\n"),
     ("host_oom_killed", "[Thu Aug 10 08:17:31 2026] Out of memory: Killed process 4189 (python3) total-vm:301234567kB, "
      "anon-rss:251823104kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:500000kB oom_score_adj:0\n"),
+    # --- the same failures in other libraries' and schedulers' words -------------------------------
+    # host.ram_exhausted: Slurm's memory enforcement (was read as the scheduler's time limit)
+    ("host_oom_killed", "slurmstepd: error: Job 42664148 exceeded memory limit (10889240 > 4194304), being killed\n"),  # jmonlong/PopSV#7
+    ("host_oom_killed", "slurmstepd: error: Exceeded job memory limit\n"),  # SchedMD/slurm slurmstepd; jmonlong/PopSV#7
+    ("host_oom_killed", "srun: error: udc-ba26-19: task 0: Out Of Memory\n"),  # SchedMD/slurm srun; pepkit/geofetch#13
+    # infra.disk_full: torch.save's stream writer (pytorch caffe2/serialize/inline_container.cc; zai-org/ChatGLM-6B#1166)
+    ("disk_full", "[rank0]: RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file "
+     "data/3: file write failed\n"),
+    # infra.network: NCCL >= 2.19 socket wording (NVIDIA/nccl misc/socket.cc, os/linux.cc), the c10d TCPStore client
+    ("network_failure", "[2026-02-25 16:33:59] gpu-node-6:3996242:3996242 [2] misc/socket.cc:578 NCCL WARN socketPollConnect: "
+     "connect to 10.0.0.249<54709> returned Connection refused, exceeded error retry count after 35 attempts\n"),
+    ("network_failure", "gpu-node-3:2387398:2387398 [3] os/linux.cc:200 NCCL WARN ncclOsSocketPollConnect: connect to "
+     "10.0.0.249<37857> returned Connection refused, exceeded error retry count after 35 attempts\n"),
+    ("network_failure", "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms while trying to "
+     "connect to (10.0.0.1, 29500).\n"),  # pytorch torch/csrc/distributed/c10d/socket.cpp
+    # infra.gpu_fault: CUDA runtime cudaErrorNvlinkUncorrectable
+    ("gpu_fault", "(WorkerDict pid=812, ip=10.0.0.5) RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution\n"),
+    # deps.version_mismatch: the libraries' own version checks
+    ("version_mismatch", "ValueError: The checkpoint you are trying to load has model type `qwen3_moe` but Transformers does not "
+     "recognize this architecture. This could be because of an issue with the checkpoint, or because your version of "
+     "Transformers is out of date.\n"),  # transformers models/auto/configuration_auto.py; vllm-project/vllm#36217
+    ("version_mismatch", "ImportError: tokenizers>=0.21,<0.22 is required for a normal functioning of this module, but found "
+     "tokenizers==0.22.2.\n"),  # transformers utils/versions.py require_version
+    ("version_mismatch", "AttributeError: _ARRAY_API not found\n"),  # NumPy 2 under a NumPy 1.x build; QwenAudio/CosyVoice#1398
+    ("version_mismatch", "ImportError: numpy.core.multiarray failed to import\n"),  # NumPy C-API; dillonalaird/shared_numpy#10
+    ("version_mismatch", "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU "
+     "driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx\n"),  # c10/cuda
+    ("version_mismatch", "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version\n"),  # cudaErrorInsufficientDriver
+    ("version_mismatch", "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"),  # cudaErrorNoKernelImageForDevice
+    # config.batch_size_mismatch
+    ("batch_size_mismatch", "(WorkerDict pid=812, ip=10.0.0.5) AssertionError: normalized ppo_mini_batch_size 8 should be divisible "
+     "by ppo_micro_batch_size_per_gpu 16\n"),  # verl-project/verl verl/workers/fsdp_workers.py (#833)
+    ("batch_size_mismatch", "ValueError: generation_batch_size (1) must be divisible by num_generations (2).\n"),  # trl grpo_config.py
+    # config.sample_exceeds_limits: SGLang's scheduler check, as the rollout client prints the 400 body
+    ("sample_too_long", "(RolloutManager pid=2290) {'object': 'error', 'message': 'Input length (160062 tokens) exceeds the maximum "
+     "allowed length (59862 tokens). Use a shorter input or enable --allow-auto-truncate.', 'type': 'BadRequestError', "
+     "'param': None, 'code': 400}\n"),  # sgl-project/sglang srt/managers/utils.py validate_input_length
+    # OOM family
+    ("cuda_oom", "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"),  # ATen CublasHandlePool.cpp
+    ("cuda_oom", "(WorkerDict pid=812, ip=10.0.0.5) ValueError: Free memory on device (59.32/79.15 GiB) on startup is less than "
+     "desired GPU memory utilization (0.9, 71.24 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+     "processes.\n"),  # vllm v1/worker/gpu_worker.py; vllm-project/vllm#20305
+    ("cuda_oom", "(EngineCore_DP0 pid=6940) ValueError: Free memory on device cuda:0 (19.77/22.05 GiB) on startup is less than "
+     "desired GPU memory utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+     "processes.\n"),  # the same check in newer vLLM; pytorch/pytorch#175666
+    # tokenizer.no_pad_token: a sequence-classification (reward / value) model without pad_token_id
+    ("no_pad_token", "ValueError: Cannot handle batch sizes > 1 if no padding token is defined.\n"),  # transformers; huggingface/trl#422
+    # numerics.nan_grad outside Megatron
+    ("nan_check_failed", "RuntimeError: Function 'PowBackward0' returned nan values in its 0th output.\n"),  # torch anomaly mode
+    ("nan_check_failed", "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n"),  # DeepSpeed loss_scaler.py
+    # dist.collective_mismatch: the backend's own mismatch check, and torch >= 2.3's watchdog lines
+    ("nccl_abort", "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+     "CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST), but Rank 0 is running collective: "
+     "CollectiveFingerPrint(SequenceNumber=21, OpType=ALLREDUCE).\n"),  # torch c10d ProcessGroupWrapper.cpp; pytorch/pytorch#78022
+    ("nccl_abort", "gpu-node-1:1234:1290 [0] init.cc:1247 NCCL WARN Mismatched collective detected, please check your collective "
+     "calls at and around rank 39.\n"),  # NVIDIA/nccl init.cc; NVIDIA/nccl#296
+    ("nccl_abort", "[rank4]:[E1016 03:31:38.929220797 ProcessGroupNCCL.cpp:1664] [PG 3 Rank 4] Exception (either an error or "
+     "timeout) detected by watchdog at work: 9141, last enqueued NCCL work: 9141, last completed NCCL work: 9140.\n"),  # sglang#1693
+    ("nccl_abort", "[rank3]:[E909 09:55:46.996672294 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 3] Timeout at NCCL work: "
+     "2070, last enqueued NCCL work: 2082, last completed NCCL work: 2069.\n"),  # torch ProcessGroupNCCL.cpp
+    # sched.time_limit under PBS / Torque (marbl/canu#1214)
+    ("sched_ended", "=>> PBS: job killed: walltime 86415 exceeded limit 86400\n"),
+    # fs.concurrent_hf_read: huggingface_hub's own wording of the missing cached file (offline mode)
+    ("hf_model_not_found", "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache "
+     "and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.\n"),
+    # engine.port_conflict as verl's SGLang replicas hit it (verl-project/verl#6448; c10d socket.cpp), already covered
+    ("engine_port_conflict", "(SGLangHttpServer pid=3101) torch.distributed.DistNetworkError: The server socket has failed to "
+     "listen on any local network address. port: 30412, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use\n"),
 ]
 
 
@@ -384,6 +460,36 @@ def test_field_evidence_names_rank_node_and_details(tmp_path):
     assert ev["xid"] == 79
     ev = examine(tmp_path, HEAD + FIELD_CASES[11][1]).evidence
     assert ev["packages"] == ["transformers"]
+
+
+# Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
+NEAR_MISSES = [
+    # transformers tokenization_utils_base.py: a tokenizer warning, the trainer truncates afterwards
+    ("sample_too_long", "Token indices sequence length is longer than the specified maximum sequence length for this model "
+     "(121 > 77). Running this sequence through the model will result in indexing errors\n"),
+    # DeepSpeed loss_scaler.py: fp16 loss scaling skipping one step is routine, not a stop
+    ("nan_check_failed", "[2023-06-07 17:28:19,122] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+     "Skipping step. Attempted loss scale: 2048, reducing to 1024\n"),
+    # Slurm prints this even for jobs that succeed (galaxyproject/galaxy#2309, chaos/slurm#54)
+    ("host_oom_killed", "slurmstepd: error: Exceeded step memory limit at some point.\n"),
+    # c10d retries the TCPStore connection while the master starts (gensyn-ai/rl-swarm#197): a warning
+    ("network_failure", "[W427 01:04:16.149509694 socket.cpp:752] [c10d] The client socket has failed to connect to "
+     "[::ffff:10.0.0.1]:29500 (errno: 110 - Connection timed out).\n"),
+    # SGLang scheduler.py: retraction under KV-cache pressure is normal operation
+    ("cuda_oom", "[2026-08-01 10:05:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+     "#new_token_ratio: 0.5384 -> 0.8000\n"),
+    # Triton's shared-memory limit of one kernel config is not GPU memory exhaustion
+    ("cuda_oom", "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: "
+     "101376. Reducing block sizes or `num_stages` may help.\n"),
+    # cudaErrorIllegalInstruction is a kernel bug, not the illegal memory access of memory pressure (sgl-project/sglang#4188)
+    ("illegal_memory_access", "RuntimeError: CUDA error: an illegal instruction was encountered\n"),
+]
+
+
+@pytest.mark.parametrize(("outcome", "block"), NEAR_MISSES, ids=[f"not-{c[0]}-{i}" for i, c in enumerate(NEAR_MISSES)])
+def test_near_misses_are_not_the_failure(tmp_path, outcome, block):
+    obs = examine(tmp_path, HEAD + block)
+    assert obs.outcome != outcome, obs.summary
 
 
 def test_sigkill_alone_is_not_memory(tmp_path):
