@@ -79,3 +79,28 @@ def test_nothing_is_evaluated(tmp_path):
     with pytest.raises(ValueError):
         parse_metric_dict("{'a': open(%r, 'w').write('x')}" % str(marker))
     assert not marker.exists()
+
+
+def test_orjson_reads_what_the_standard_parser_reads(monkeypatch):
+    """The C parser's answer is taken only where it equals the standard one's: integers past
+    18 digits (floats there), nan / inf / 1e400, nested values, duplicate keys, types included."""
+    import random
+
+    from triage.formats import pyrepr
+
+    if pyrepr._orjson is None:
+        pytest.skip("orjson not installed: only the standard parser runs")
+    rng = random.Random(5)
+    values = ["0.5", "-0.0", "1e-06", "1e400", "-1e400", "nan", "inf", "-inf", "True", "None", "'x'", "[1, 2]",
+              "{'a': 12345678901234567890}", str(10**18), str(10**18 - 1), str(-(10**18) + 1), str(2**63),
+              str(2**64), "12345678901234567890123", "4.9e-324", "1.7976931348623157e308"]
+    bodies = []
+    for _ in range(3000):
+        items = [f"'k{rng.randint(0, 3)}': {rng.choice(values + [repr(rng.uniform(-1e6, 1e6))])}"
+                 for _ in range(rng.randint(0, 6))]
+        bodies.append("{" + ", ".join(items) + "}")
+    fast = [parse_metric_dict(body) for body in bodies]
+    monkeypatch.setattr(pyrepr, "_orjson", None)
+    for body, got in zip(bodies, fast):
+        want = parse_metric_dict(body)
+        assert repr(got) == repr(want) and [type(v) for v in got.values()] == [type(v) for v in want.values()], body

@@ -390,3 +390,18 @@ def test_only_the_last_placement_group_waits_are_kept(tmp_path):
                    f"(elapsed {30 * i}s): 4 GPUs registered with Ray, 4 available.\n" for i in range(1, 31))
     waits = scan_logs([write(tmp_path, text)]).placement_group_waits
     assert len(waits) == 20 and waits[0].elapsed_s == 330.0 and waits[-1].elapsed_s == 900.0
+
+
+def test_metric_head_shortcut_agrees_with_the_pattern():
+    """`_after_metric_head` answers as `_METRIC_HEAD.search` does, on heads built from its pieces."""
+    import random
+
+    rng = random.Random(1)
+    pieces = [b"step", b"rollout", b"perf", b"eval", b"passrate", b"multi_turn", b" ", b"-", b"m", b"x", b"_",
+              b"3", b"12", b"\n", b"critic", b"[", b"\x1b[0m", b"a-", b"Z"]
+    for _ in range(20000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) + b": {"
+        p = len(data) - 3
+        for start in (0, max(0, p - 64), rng.randint(0, p)):
+            assert slime_log._after_metric_head(data, start, p) == (
+                slime_log._METRIC_HEAD.search(data, start, p) is not None), (data, start)
