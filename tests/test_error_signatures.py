@@ -767,3 +767,15 @@ def test_slimes_packing_assertion_within_budget_or_without_arguments_is_not_a_bu
         "python3 train.py --rollout-max-prompt-len 1024 --rollout-max-response-len 4096 --max-tokens-per-gpu 8192\n",
         encoding="utf-8")
     assert examine(tmp_path / "b", HEAD + PACKING_RAISE).outcome == "other_error"
+
+
+def test_sglangs_own_scheduler_refusal_is_read(tmp_path):
+    # sgl-project/sglang srt/managers/utils.py validate_input_length, as the scheduler logs it
+    line = ("[2026-08-01 10:00:00 TP5] Input length (40960 tokens) exceeds the maximum allowed length (32768 tokens). "
+            "Use a shorter input or enable --allow-auto-truncate.\n")
+    assert examine(tmp_path, HEAD + line).outcome == "sample_too_long"
+
+
+def test_an_unlisted_error_in_vllms_log_format_still_ends_the_job(tmp_path):
+    obs = examine(tmp_path, HEAD + "ERROR 10-28 16:21:14 [core.py:710] ValueError: a reason no signature lists\n")
+    assert obs.outcome == "other_error", obs.summary

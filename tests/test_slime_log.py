@@ -405,3 +405,12 @@ def test_metric_head_shortcut_agrees_with_the_pattern():
         for start in (0, max(0, p - 64), rng.randint(0, p)):
             assert slime_log._after_metric_head(data, start, p) == (
                 slime_log._METRIC_HEAD.search(data, start, p) is not None), (data, start)
+
+
+def test_vllm_logger_lines_give_their_level_and_message():
+    # vllm/logger.py: "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s", "%m-%d %H:%M:%S"
+    from triage.formats.slime_log import split_line
+
+    line = split_line("(EngineCore_DP0 pid=2341366) ERROR 10-28 16:21:14 [core.py:710] ValueError: bad request")
+    assert (line.text, line.level, line.source) == ("ValueError: bad request", "ERROR", "EngineCore_DP0 pid=2341366")
+    assert split_line("INFO 10-28 16:14:04 [llm.py:306] Supported_tasks: ['generate']").level == "INFO"

@@ -1,7 +1,7 @@
 """Columnar storage of metric records (`step N: {...}`, `rollout N: {...}`, log_history rows).
 
-A column per key keeps memory proportional to the numbers, not to Python dicts:
-8 bytes per value plus 8 per index.
+Rows of floats per key tuple keep memory proportional to the numbers, not to Python
+dicts: 8 bytes per value plus 16 per record (its index and its place).
 """
 
 from __future__ import annotations
@@ -15,59 +15,104 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+class _Rows:
+    """Records of one kind that carry the same keys in the same order: a row of floats each.
+
+    A job logs the same dict every step, so nearly all of a kind's records share one key
+    tuple; storing them as rows makes a record one C-level `extend` instead of a Python
+    step per value. `seq` is each record's place among all records of its kind, so that a
+    key spread over several row groups reads back in the order the records came.
+    """
+
+    __slots__ = ("keys", "pos", "seq", "idx", "vals")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.pos = {key: i for i, key in enumerate(keys)}
+        self.seq = array("q")
+        self.idx = array("q")
+        self.vals = array("d")
+
+
 class MetricTable:
     """Metric records of several kinds ("step", "rollout", "perf", "eval", "hf", ...)."""
 
     def __init__(self) -> None:
-        # kind -> key -> (indices, values)
-        self._cols: dict[str, dict[str, tuple[array, array]]] = {}
+        # kind -> key tuple -> rows; kind -> key -> the row groups holding it
+        self._rows: dict[str, dict[tuple[str, ...], _Rows]] = {}
+        self._by_key: dict[str, dict[str, list[_Rows]]] = {}
         self._counts: dict[str, int] = {}
         self._first: dict[str, tuple[int, dict[str, float]]] = {}
 
+    def _group(self, kind: str, keys: tuple[str, ...]) -> _Rows:
+        groups = self._rows.setdefault(kind, {})
+        rows = groups.get(keys)
+        if rows is None:
+            rows = groups[keys] = _Rows(keys)
+            by_key = self._by_key.setdefault(kind, {})
+            for key in keys:
+                by_key.setdefault(key, []).append(rows)
+        return rows
+
     def add(self, kind: str, index: int, record: Mapping[str, object]) -> None:
-        cols = self._cols.get(kind)
-        if cols is None:
-            cols = self._cols[kind] = {}
-        first = kind not in self._first
-        numeric: dict[str, float] | None = {} if first else None
+        n = self._counts.get(kind, 0)
+        if n:  # the common case: floats (ints and bools convert alike) under a key tuple seen before
+            rows = self._rows[kind].get(tuple(record))
+            if rows is not None:
+                size = len(rows.vals)
+                try:
+                    rows.vals.extend(record.values())
+                except (TypeError, OverflowError):
+                    del rows.vals[size:]  # a value that is not a plain number: the careful way below
+                else:
+                    rows.idx.append(index)
+                    rows.seq.append(n)
+                    self._counts[kind] = n + 1
+                    return
+        numeric: dict[str, float] = {}
         for key, value in record.items():
-            if type(value) is float:  # the common case: no conversion, no checks
-                v = value
-            else:
-                v = _as_float(value)
-                if v is None:
-                    continue
-            if numeric is not None:
+            v = value if type(value) is float else _as_float(value)
+            if v is not None:
                 numeric[key] = v
-            col = cols.get(key)
-            if col is None:
-                col = cols[key] = (array("q"), array("d"))
-            col[0].append(index)
-            col[1].append(v)
-        self._counts[kind] = self._counts.get(kind, 0) + 1
-        if numeric is not None:
+        self._rows.setdefault(kind, {})
+        self._by_key.setdefault(kind, {})
+        if numeric:
+            rows = self._group(kind, tuple(numeric))
+            rows.vals.extend(numeric.values())
+            rows.idx.append(index)
+            rows.seq.append(n)
+        self._counts[kind] = n + 1
+        if not n:
             self._first[kind] = (index, numeric)
 
     def kinds(self) -> list[str]:
-        return sorted(self._cols)
+        return sorted(self._rows)
 
     def keys(self, kind: str) -> list[str]:
-        return sorted(self._cols.get(kind, {}))
+        return sorted(self._by_key.get(kind, {}))
 
     def count(self, kind: str) -> int:
         return self._counts.get(kind, 0)
 
     def has(self, kind: str, key: str) -> bool:
-        return key in self._cols.get(kind, {})
+        return key in self._by_key.get(kind, {})
 
     def series(self, kind: str, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(indices, values) of one key, in the order the records were seen."""
         import numpy as np  # here, not at the top: a log scan's worker process starts without it (0.14 s)
 
-        col = self._cols.get(kind, {}).get(key)
-        if col is None:
+        groups = self._by_key.get(kind, {}).get(key)
+        if not groups:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        return np.frombuffer(col[0], dtype=np.int64).copy(), np.frombuffer(col[1], dtype=np.float64).copy()
+        parts = []
+        for rows in groups:
+            width = len(rows.keys)
+            vals = np.frombuffer(rows.vals, dtype=np.float64).reshape(-1, width)[:, rows.pos[key]]
+            parts.append((np.frombuffer(rows.seq, dtype=np.int64), np.frombuffer(rows.idx, dtype=np.int64), vals))
+        if len(parts) == 1:
+            return parts[0][1].copy(), parts[0][2].copy()
+        order = np.argsort(np.concatenate([seq for seq, _, _ in parts]), kind="stable")
+        return np.concatenate([i for _, i, _ in parts])[order], np.concatenate([v for _, _, v in parts])[order]
 
     def first(self, kind: str) -> tuple[int, dict[str, float]] | None:
         """The first record of a kind as (index, numeric values)."""
@@ -79,29 +124,42 @@ class MetricTable:
     def merge(self, other: MetricTable, shift: Mapping[str, int] | None = None, drain: bool = False) -> None:
         """Append `other`'s records after these; `shift` adds to the indices of a kind
         (records numbered by their order, continued from the records here). `drain`
-        frees each of `other`'s columns once copied (it is left empty of values), so
+        frees each of `other`'s row groups once copied (it is left empty of values), so
         that the two tables are never held whole at once."""
         shift = shift or {}
-        for kind, cols in other._cols.items():
-            mine = self._cols.setdefault(kind, {})
+        for kind, groups in other._rows.items():
             by = shift.get(kind, 0)
-            for key in list(cols):
-                idx, vals = cols.pop(key) if drain else cols[key]
-                col = mine.setdefault(key, (array("q"), array("d")))
-                if by:
+            base = self._counts.get(kind, 0)  # other's records come after all of these
+            self._rows.setdefault(kind, {})
+            self._by_key.setdefault(kind, {})
+            for keys in list(groups):
+                theirs = groups.pop(keys) if drain else groups[keys]
+                rows = self._group(kind, keys)
+                rows.vals.extend(theirs.vals)
+                if by or base:
                     import numpy as np
 
-                    col[0].frombytes((np.frombuffer(idx, dtype=np.int64) + by).tobytes())
+                    if by:
+                        rows.idx.frombytes((np.frombuffer(theirs.idx, dtype=np.int64) + by).tobytes())
+                    else:
+                        rows.idx.extend(theirs.idx)
+                    rows.seq.frombytes((np.frombuffer(theirs.seq, dtype=np.int64) + base).tobytes())
                 else:
-                    col[0].extend(idx)
-                col[1].extend(vals)
+                    rows.idx.extend(theirs.idx)
+                    rows.seq.extend(theirs.seq)
+            if drain:
+                other._by_key.pop(kind, None)
         for kind, n in other._counts.items():
             self._counts[kind] = self._counts.get(kind, 0) + n
         for kind, (index, values) in other._first.items():
             self._first.setdefault(kind, (index + shift.get(kind, 0), values))
 
     def nbytes(self) -> int:
-        return sum(c[0].itemsize * len(c[0]) * 2 for cols in self._cols.values() for c in cols.values())
+        """Bytes held: 8 per value, and 16 per record (its index and its place)."""
+        return sum(
+            rows.vals.itemsize * len(rows.vals) + rows.idx.itemsize * len(rows.idx) * 2
+            for groups in self._rows.values() for rows in groups.values()
+        )
 
 
 def _as_float(value: object) -> float | None:

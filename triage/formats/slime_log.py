@@ -86,6 +86,9 @@ ERROR_WORDS: tuple[str, ...] = (
     # wordings of probes/signatures.yaml that hold none of the words above: Ray's disk monitor, an
     # engine's context-length refusal, NCCL's socket connect, a compiled kernel that does not load
     "% full", "context length", "Connect to", "Could not load",
+    # SGLang's scheduler refusing an input (managers/utils.py validate_input_length) and NumPy's
+    # ABI message, which hold none of the words above
+    "allowed length", "compiled using NumPy",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -106,7 +109,7 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"out of memory", b"OutOfMemory", b"oom-kill", b"Not enough memory", b"illegal memory access",
         b"NCCL", b"Watchdog", b"timed out", b"timing out", b"Max retries", b"already in use", b"boundary",
         b"padding token", b"does not ", b"fallen off the bus",
-        b"% full", b"context length", b"Connect to", b"ould not load",
+        b"% full", b"context length", b"Connect to", b"ould not load", b"allowed length", b"using NumPy",
     )),
     (b"Traceback", _ERROR_MARK | _TRACE_MARK),
     *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
@@ -149,6 +152,9 @@ _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 _RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| [^\s|]+:\d+(?:\[[^\]]*\])? ?")
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
+# vLLM's logger: `ERROR 10-28 16:21:14 [core.py:710] ...` (vllm/logger.py: "%(levelname)s
+# %(asctime)s [%(filename)s:%(lineno)d] %(message)s", date "%m-%d %H:%M:%S"; no year)
+_VLLM_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]\s]+:\d+\] ")
 
 # `step 3` right before `: {` (after a space, a bracket, the line start or an ANSI code's `m`)
 _METRIC_HEAD = re.compile(
@@ -491,7 +497,7 @@ def split_line(raw: str) -> _Line:
         if m:
             return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), "ray")
     elif first in "DIWEC":
-        m = _PY_FMT.match(text)
+        m = _PY_FMT.match(text) or _VLLM_FMT.match(text)
         if m:
             return _Line(text[m.end():], source, None, m.group("level"), None)
     return _Line(text, source, None, None, None)
