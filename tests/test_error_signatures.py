@@ -356,14 +356,6 @@ FIELD_CASES = [
      "maximum sequence length to max_num_batched_tokens.\n"),
     ("version_mismatch",  # a name the installed diffusers does not have (huggingface/trl#1293)
      "ImportError: cannot import name 'convert_state_dict_to_diffusers' from 'diffusers.utils'\n"),
-    ("version_mismatch",  # OpenRLHF/OpenRLHF#702: a keyword the installed vLLM dropped, frames under Ray's own header
-     "Exception raised in creation task: The actor died because of an error raised in its creation task, "
-     "ray::LLMRayActor.__init__() (repr=<openrlhf.trainer.ray.vllm_engine.LLMRayActor object at 0x150cf7b4b910>)\n"
-     ' File "openrlhf/trainer/ray/vllm_engine.py", line 58, in __init__\n'
-     " self.llm = vllm.LLM(*args, **kwargs)\n"
-     ' File "vllm/entrypoints/llm.py", line 210, in __init__\n'
-     " engine_args = EngineArgs(\n"
-     "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_use_ray'\n"),
     # an engine's memory under torch_memory_saver (csrc/torch_memory_saver.cpp; CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY)
     ("cuda_oom", " [torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp func=cu_mem_create line=103\n"),
     # host.ram_exhausted with memory evidence
