@@ -53,6 +53,7 @@ OUTCOMES = (
     "killed",
     "sched_ended",
     "network_failure",
+    "connection_closed",
     "gpu_fault",
     "disk_full",
     "version_mismatch",
@@ -513,7 +514,7 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
                 break
     elif outcome == "ref_load_missing" and (p := _REF_LOAD_PATH.search(first)):
         out["ref_load"] = p.group(1)
-    elif outcome in ("gpu_fault", "network_failure", "disk_full", "sched_ended", "killed"):
+    elif outcome in ("gpu_fault", "network_failure", "connection_closed", "disk_full", "sched_ended", "killed"):
         nodes = sorted({n for m in matches if (n := node_of(m.line)) is not None})
         if nodes:
             out["nodes"] = nodes[:16]
@@ -521,7 +522,7 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
             out["xid"] = int(x.group(1) or x.group(2))
         if outcome == "disk_full" and (d := _DISK_PATH.search(first)):
             out["path"] = d.group(1)
-        if outcome == "network_failure" and (a := _PEER.search(first)):
+        if outcome in ("network_failure", "connection_closed") and (a := _PEER.search(first)):
             out["peer"] = a.group(1)
         if outcome == "killed":
             out["confirm"] = ("look for the kernel's `Out of memory: Killed process` in `dmesg -T` on the node, and for the "
@@ -576,7 +577,8 @@ _SUMMARY = {
     "nan_check_failed": "Megatron's NaN check stopped training",
     "killed": "a process was killed with SIGKILL, and nothing in the log says why",
     "sched_ended": "the scheduler ended the job",
-    "network_failure": "a network connection between nodes (or to the router) failed",
+    "network_failure": "a network connection between nodes (or to the router) could not be made",
+    "connection_closed": "a peer closed or reset a connection (the network, or a rank that left the collectives)",
     "gpu_fault": "a GPU failed in hardware",
     "disk_full": "a filesystem was full",
     "version_mismatch": "a package called an API its installed dependency does not have",

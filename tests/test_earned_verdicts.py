@@ -109,3 +109,28 @@ def test_step1_huge_logprobs_without_the_engine_weights_is_not_a_configuration_v
     ids = [c["id"] for c in report["candidates"]]
     assert "config.training_error" in ids and any(i.startswith("weights.") for i in ids)
     assert not math.isnan(report["root_cause"]["confidence"])
+
+
+def test_a_peer_reset_without_the_flight_recorder_is_not_called_the_network(tmp_path, capsys):
+    # a rank that left the collectives and exited resets its peers' connections too
+    (tmp_path / "job.log").write_text(
+        "[2026-08-01 10:00:00] train.py:12 - Start training\n"
+        "(WorkerDict pid=812, ip=10.0.0.5) ConnectionResetError: [Errno 104] Connection reset by peer\n",
+        encoding="utf-8",
+    )
+    code, doc = triage_json(capsys, tmp_path)
+    assert code == 3 and doc["root_cause"]["id"] == "inconclusive"
+    ranked = [c["id"] for c in doc["candidates"]]
+    assert "infra.network" in ranked and "dist.collective_mismatch" in ranked
+
+
+def test_a_connect_failure_is_the_network_without_asking_the_flight_recorder(tmp_path, capsys):
+    (tmp_path / "job.log").write_text(
+        "[2026-08-01 10:00:00] train.py:12 - Start training\n"
+        "[rank9]:gpu-node-2:2345:2410 [1] NCCL WARN socketStartConnect: Connect to 10.0.0.11<43211> failed : "
+        "Software caused connection abort\n",
+        encoding="utf-8",
+    )
+    code, doc = triage_json(capsys, tmp_path)
+    assert code == 0 and doc["root_cause"]["id"] == "infra.network"
+    assert "flight_recorder" not in [step["probe"] for step in doc["path"]]

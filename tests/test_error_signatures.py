@@ -315,8 +315,8 @@ FIELD_CASES = [
     # infra.network
     ("network_failure", "[rank9]:gpu-node-2:2345:2410 [1] NCCL WARN "
      "socketStartConnect: Connect to 10.0.0.11<43211> failed : Software caused connection abort\n"),  # NVIDIA/nccl socket.cc
-    ("network_failure", "(WorkerDict pid=812, ip=10.0.0.5) ConnectionResetError: [Errno 104] Connection reset by peer\n"),  # verl worker
-    ("network_failure", "[rank3]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+    ("connection_closed", "(WorkerDict pid=812, ip=10.0.0.5) ConnectionResetError: [Errno 104] Connection reset by peer\n"),  # verl worker
+    ("connection_closed", "[rank3]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
      "[10.0.0.7]:29500\n"),  # torchrun / TRL
     ("network_failure", "socket.gaierror: [Errno -2] Name or service not known\n"),  # OpenRLHF vllm_engine host lookup
     ("network_failure", "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: http://10.0.0.3:30000/generate\n"),
