@@ -485,7 +485,6 @@ class ConfigRule(Probe):
                 model_parallel *= arg_int(run, f"actor_rollout_ref.actor.megatron.{name}") or 1
             what, samples = f"data.train_batch_size*rollout.n = {batch}*{n}", batch * n
         else:
-            n = arg_int(run, "data.n_samples") or 1
             model_parallel = 1
             what, samples = f"data.batch_size = {batch}", batch
         gpus = nodes * per_node

@@ -66,3 +66,20 @@ class Live:
 
     def health(self) -> dict[str, Any]:
         return self.http.get("/healthz").json()
+
+
+def message_meta(message: dict) -> dict:
+    """The triage's metadata on a posted Slack message (kind, triage id, ...)."""
+    return (message.get("metadata") or {}).get("event_payload") or {}
+
+
+def block_text(blocks: list[dict]) -> str:
+    """Every piece of text in a Block Kit message, for assertions."""
+    out = []
+    for b in blocks:
+        if isinstance(b.get("text"), dict):
+            out.append(b["text"]["text"])
+        for f in b.get("fields", []) + b.get("elements", []):
+            if isinstance(f, dict) and "text" in f:
+                out.append(f["text"] if isinstance(f["text"], str) else f["text"]["text"])
+    return "\n".join(out)

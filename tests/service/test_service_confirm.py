@@ -11,33 +11,20 @@ import time
 from urllib.parse import urlencode
 
 import service_runs as runs
-from service_support import ADMIN, CHANNEL, TEAM
+from service_support import ADMIN, CHANNEL, TEAM, block_text, message_meta
 from triage.memory.store import MemoryStore
 from triage.service.testing import slash_command_body, wait_for
 
-
-def _meta(message: dict) -> dict:
-    return (message.get("metadata") or {}).get("event_payload") or {}
 
 
 def _report(slack, run_ref: str) -> dict:
     def find():
         for anchor in slack.top_level(CHANNEL):
             if f"`{run_ref}`" in (anchor.get("text") or ""):
-                return next((m for m in slack.thread(anchor["ts"]) if _meta(m).get("kind") == "report"), None)
+                return next((m for m in slack.thread(anchor["ts"]) if message_meta(m).get("kind") == "report"), None)
         return None
     return wait_for(find, 15)
 
-
-def _text(blocks: list[dict]) -> str:
-    out = []
-    for b in blocks:
-        if isinstance(b.get("text"), dict):
-            out.append(b["text"]["text"])
-        for f in b.get("fields", []) + b.get("elements", []):
-            if isinstance(f, dict) and "text" in f:
-                out.append(f["text"] if isinstance(f["text"], str) else f["text"]["text"])
-    return "\n".join(out)
 
 
 def _memory_buttons(report: dict) -> dict[str, dict]:
@@ -111,7 +98,7 @@ def test_confirm_in_slack_is_stored_once_refused_off_the_allow_list_and_shown_on
     # The next run that dies the same way says so in its report.
     runs.slime_oom_run(runs_root / "oom8", steps=5)
     assert server.command(slash_command_body("oom8")).status_code == 200
-    text = _text(_report(slack, "oom8")["blocks"])
+    text = block_text(_report(slack, "oom8")["blocks"])
     assert f":brain: seen before: 1 run(s), confirmed as {verdict} by {ADMIN} on " in text
 
     metrics = server.http.get("/metrics").text

@@ -11,29 +11,15 @@ import httpx
 import pytest
 import service_graph
 import service_runs as runs
-from service_support import ADMIN, ALERTS, CHANNEL, SECRET, TEAM
+from service_support import ADMIN, ALERTS, CHANNEL, SECRET, TEAM, block_text, message_meta
 from triage.service.security import sign_slack
 from triage.service.testing import button_body, slash_command_body, wait_for
 
 
-def _meta(message: dict) -> dict:
-    return (message.get("metadata") or {}).get("event_payload") or {}
-
-
-def _text(blocks: list[dict]) -> str:
-    """Every piece of text in a Block Kit message, for assertions."""
-    out = []
-    for b in blocks:
-        if "text" in b and isinstance(b["text"], dict):
-            out.append(b["text"]["text"])
-        for f in b.get("fields", []) + b.get("elements", []):
-            if isinstance(f, dict) and "text" in f:
-                out.append(f["text"] if isinstance(f["text"], str) else f["text"]["text"])
-    return "\n".join(out)
 
 
 def _report_in_thread(slack, anchor_ts: str, timeout: float = 10.0) -> dict:
-    return wait_for(lambda: next((m for m in slack.thread(anchor_ts) if _meta(m).get("kind") == "report"), None), timeout)
+    return wait_for(lambda: next((m for m in slack.thread(anchor_ts) if message_meta(m).get("kind") == "report"), None), timeout)
 
 
 def test_signed_command_is_acked_within_3s_and_the_report_arrives_in_its_thread(live, slack, runs_root):
@@ -51,7 +37,7 @@ def test_signed_command_is_acked_within_3s_and_the_report_arrives_in_its_thread(
     assert "<@U0ALICE> asked for a triage of `oom7`" in anchor["text"]
     report = _report_in_thread(slack, anchor["ts"])
     assert report["thread_ts"] == anchor["ts"]
-    text = _text(report["blocks"])
+    text = block_text(report["blocks"])
     assert "`memory.max_tokens_per_gpu`" in text
     assert "*Confidence*\n76%" in text  # 0.85 for the OOM finding, less the active probe it could not run
     assert "• CUDA out of memory at job.log:40 (tried to allocate 18.5 GiB)" in text
@@ -158,7 +144,7 @@ def test_twenty_concurrent_requests_for_one_run_make_one_triage(live, slack, run
     assert service_graph.calls(run) == 1
     assert len(slack.posts()) == 2  # one thread, one report: the others are mentioned in it
     first = anchor["text"].split(">", 1)[0].removeprefix("<@")
-    cc = _text(report["blocks"]).rsplit("cc ", 1)[1]
+    cc = block_text(report["blocks"]).rsplit("cc ", 1)[1]
     assert sorted(cc.replace("<@", "").replace(">", "").split()) == sorted(set(users) - {first})
     triage_id = json.loads(next(b for b in report["blocks"] if b["type"] == "actions")["elements"][0]["value"])["triage"]
     assert len(server.triage(triage_id)["requests"]) == 20
@@ -191,7 +177,7 @@ def test_active_probes_run_for_allowed_users_only(live, slack, runs_root):
     assert "Active probes (those that relaunch the run's job) are limited to allowed users" in r
     anchor = wait_for(lambda: next(iter(slack.top_level(CHANNEL)), None))
     static = _report_in_thread(slack, anchor["ts"])
-    assert "replayed step" not in _text(static["blocks"])
+    assert "replayed step" not in block_text(static["blocks"])
     # The button, pressed by someone not allowed: a note only they see, no triage.
     assert server.button(button_body("oom7", user="U0ALICE", thread_ts=anchor["ts"])).status_code == 200
     note = wait_for(lambda: slack.ephemerals and slack.ephemerals[0])
@@ -199,8 +185,8 @@ def test_active_probes_run_for_allowed_users_only(live, slack, runs_root):
     assert service_graph.calls(run) == 1
     # Pressed by an allowed user: the active triage runs and answers in the same thread.
     assert server.button(button_body("oom7", user=ADMIN, thread_ts=anchor["ts"])).status_code == 200
-    active = wait_for(lambda: [m for m in slack.thread(anchor["ts"]) if _meta(m).get("kind") == "report"][1:])[0]
-    text = _text(active["blocks"])
+    active = wait_for(lambda: [m for m in slack.thread(anchor["ts"]) if message_meta(m).get("kind") == "report"][1:])[0]
+    text = block_text(active["blocks"])
     assert "• the replayed step runs out of memory again at max_tokens_per_gpu=32768" in text
     assert "*Confidence*\n90%" in text
     assert not any(b["type"] == "actions" and b["elements"][0]["action_id"] == "triage_active" for b in active["blocks"])
@@ -217,8 +203,8 @@ def test_failed_job_hook_posts_the_report_and_the_postmortem_file(live, slack, r
     anchor = wait_for(lambda: next(iter(slack.top_level(ALERTS)), None))
     assert anchor["text"].startswith(":rotating_light: Job `raysubmit_Q1` failed: triaging run `grpo-12`")
     report = _report_in_thread(slack, anchor["ts"])
-    assert "`reward.broken_fn`" in _text(report["blocks"])
-    assert "• reward is 0.0 at every step from step 13 on (18 steps)" in _text(report["blocks"])
+    assert "`reward.broken_fn`" in block_text(report["blocks"])
+    assert "• reward is 0.0 at every step from step 13 on (18 steps)" in block_text(report["blocks"])
     shared = wait_for(lambda: [f for f in slack.files.values() if f["shared"]], timeout=15)
     assert sorted(f["name"] for f in shared) == [
         "postmortem-completions_mean_length.png", "postmortem-frac_reward_zero_std.png", "postmortem-reward.png",
@@ -260,7 +246,7 @@ def test_a_triage_past_its_time_budget_ends_with_a_partial_report_that_says_so(l
     server.command(slash_command_body("slow"))
     anchor = wait_for(lambda: next(iter(slack.top_level(CHANNEL)), None))
     report = _report_in_thread(slack, anchor["ts"])
-    text = _text(report["blocks"])
+    text = block_text(report["blocks"])
     assert ":warning: The time budget of 0.5 s ran out: 2 probe(s) were not run; this report is partial." in text
     assert "`inconclusive`" in text
     # A probe still running after the budget and the grace: the report is built from what was found.
@@ -269,7 +255,7 @@ def test_a_triage_past_its_time_budget_ends_with_a_partial_report_that_says_so(l
     anchor2 = wait_for(lambda: len(slack.top_level(CHANNEL)) == 2 and slack.top_level(CHANNEL)[1])
     report2 = _report_in_thread(slack, anchor2["ts"])
     assert time.monotonic() - started < 6.0  # gave up after 0.5 + 1.5 s, did not wait for the 8 s probe
-    assert ":warning: The time budget of 0.5 s ran out while hold was still running: this report is partial." in _text(report2["blocks"])
+    assert ":warning: The time budget of 0.5 s ran out while hold was still running: this report is partial." in block_text(report2["blocks"])
     metrics = server.http.get("/metrics").text
     assert "triage_partial_total 2" in metrics and "triage_abandoned_total 1" in metrics
 
@@ -323,7 +309,7 @@ def test_worker_processes_stop_a_stuck_probe_and_are_replaced(live, slack, runs_
     server.command(slash_command_body("stuck"))
     anchor = wait_for(lambda: next(iter(slack.top_level(CHANNEL)), None))
     report = _report_in_thread(slack, anchor["ts"], timeout=15)
-    assert ":warning: The time budget of 3 s ran out while hold was still running" in _text(report["blocks"])
+    assert ":warning: The time budget of 3 s ran out while hold was still running" in block_text(report["blocks"])
     started = (stuck / "hold.started").read_text().split()
     assert int(started[0]) == first_pid  # the probe ran in the worker process ...
     with pytest.raises(ProcessLookupError):
@@ -332,6 +318,6 @@ def test_worker_processes_stop_a_stuck_probe_and_are_replaced(live, slack, runs_
     # A new worker takes the next triage.
     server.command(slash_command_body("after"))
     anchor2 = wait_for(lambda: len(slack.top_level(CHANNEL)) == 2 and slack.top_level(CHANNEL)[1], timeout=60)
-    assert "`memory.max_tokens_per_gpu`" in _text(_report_in_thread(slack, anchor2["ts"], timeout=30)["blocks"])
+    assert "`memory.max_tokens_per_gpu`" in block_text(_report_in_thread(slack, anchor2["ts"], timeout=30)["blocks"])
     assert server.health()["workers_ready"] == 1
     assert server.service.queue.worker_pids()[0] != first_pid

@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from service_support import CHANNEL, SECRET
+from service_support import CHANNEL, SECRET, block_text, message_meta
 from triage.service import uploads
 from triage.service.security import sign_slack
 from triage.service.testing import SlackStandIn, message_shortcut_body, slash_command_body, wait_for
@@ -31,19 +31,6 @@ PAD_VERDICT = "tokenizer.no_pad_token"
 MESSAGE_TS = "1700000100.000100"
 
 
-def _meta(message: dict) -> dict:
-    return (message.get("metadata") or {}).get("event_payload") or {}
-
-
-def _text(blocks: list[dict]) -> str:
-    out = []
-    for b in blocks:
-        if "text" in b and isinstance(b["text"], dict):
-            out.append(b["text"]["text"])
-        for f in b.get("fields", []) + b.get("elements", []):
-            if isinstance(f, dict) and "text" in f:
-                out.append(f["text"] if isinstance(f["text"], str) else f["text"]["text"])
-    return "\n".join(out)
 
 
 def _buttons(report: dict) -> list[str]:
@@ -52,7 +39,7 @@ def _buttons(report: dict) -> list[str]:
 
 def _kind(slack: SlackStandIn, kind: str, thread_ts: str | None = None) -> list[dict]:
     with slack._lock:
-        return [m for m in slack.messages if _meta(m).get("kind") == kind
+        return [m for m in slack.messages if message_meta(m).get("kind") == kind
                 and (thread_ts is None or m.get("thread_ts") == thread_ts)]
 
 
@@ -76,7 +63,7 @@ def test_shortcut_on_a_pasted_log_posts_its_report_in_the_messages_thread(live, 
     anchor = wait_for(lambda: next(iter(_kind(slack, "anchor", MESSAGE_TS)), None), timeout=10)
     assert "<@U0ALICE> asked for a triage of `pasted-message.log`" in anchor["text"]
     report = wait_for(lambda: next(iter(_kind(slack, "report", MESSAGE_TS)), None), timeout=40)
-    text = _text(report["blocks"])
+    text = block_text(report["blocks"])
     assert f"`{PAD_VERDICT}`" in text
     assert "the input was a fragment (the message pasted in Slack, 6 lines)" in text
     assert "Run active probes" not in _buttons(report)  # nothing to relaunch for a pasted log
@@ -100,7 +87,7 @@ def test_triage_file_command_and_a_shortcut_on_an_attached_file_fetch_it_with_th
     anchor = wait_for(lambda: next(iter(slack.top_level(CHANNEL)), None), timeout=10)
     assert "asked for a triage of `job.log`" in anchor["text"]
     report = wait_for(lambda: next(iter(_kind(slack, "report", anchor["ts"])), None), timeout=40)
-    text = _text(report["blocks"])
+    text = block_text(report["blocks"])
     assert f"`{PAD_VERDICT}`" in text and "*Run*\n`job.log`" in text
     assert "the input was a fragment (the Slack file 'job.log', 6 lines)" in text
     assert slack.posts("files.info") == [{"file": "F0JOBLOG1"}]
@@ -114,7 +101,7 @@ def test_triage_file_command_and_a_shortcut_on_an_attached_file_fetch_it_with_th
                                  message_ts=MESSAGE_TS)
     assert _shortcut(server, body).status_code == 200
     again = wait_for(lambda: next(iter(_kind(slack, "report", MESSAGE_TS)), None), timeout=20)
-    assert f"`{PAD_VERDICT}`" in _text(again["blocks"])
+    assert f"`{PAD_VERDICT}`" in block_text(again["blocks"])
     assert len(slack.downloads()) == 2 and _triages(server) == 1
 
 
@@ -191,7 +178,7 @@ def test_a_repeated_shortcut_click_is_one_triage_and_one_report(live, slack):
     assert note[0]["text"].startswith("Already received: the triage of `pasted-message.log` is")
     assert note[0]["thread_ts"] == MESSAGE_TS
     report = wait_for(lambda: next(iter(_kind(slack, "report", MESSAGE_TS)), None), timeout=40)
-    assert f"`{PAD_VERDICT}`" in _text(report["blocks"])
+    assert f"`{PAD_VERDICT}`" in block_text(report["blocks"])
     time.sleep(0.3)
     assert len(_kind(slack, "anchor")) == 1 and len(_kind(slack, "report")) == 1
     assert _triages(server) == 1
