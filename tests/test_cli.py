@@ -115,10 +115,10 @@ def test_malformed_trainer_state(capsys, tmp_path):
 def test_playbook_defect(capsys, tmp_path):
     books = tmp_path / "books"
     shutil.copytree(ROOT / "playbooks", books, ignore=shutil.ignore_patterns("__*"))
-    text = (books / "hang.yaml").read_text().replace("      consistent: verdict:inconclusive\n", "")
+    text = (books / "hang.yaml").read_text().replace("      agree: verdict:inconclusive\n", "")
     (books / "hang.yaml").write_text(text)
     rc, _, err = cli(capsys, "--playbooks", str(books), "run", str(HEALTHY))
-    assert_one_line_error(rc, err, "hang.yaml", "'collectives'", "consistent")
+    assert_one_line_error(rc, err, "hang.yaml", "'collectives'", "agree")
 
 
 def test_unknown_playbook_for_graph(capsys):

@@ -562,3 +562,12 @@ def test_verl_generation_batch_smaller_than_the_gpus(tmp_path):
     obs = rule("global_batch", open_run(str(tmp_path)))
     assert obs.outcome == "violated"
     assert obs.evidence["arithmetic"].startswith("data.batch_size = 1 is not a multiple of 2")
+
+
+def test_openrlhf_train_batch_larger_than_a_rollout_is_not_slimes_assertion(tmp_path):
+    # OpenRLHF/OpenRLHF#360 trained with these numbers (DeepSpeed accumulates across rollouts): no batch verdict
+    (tmp_path / "cmdline.txt").write_text(
+        "python3 examples/train_ppo_ray.py --actor_num_nodes 2 --actor_num_gpus_per_node 8 --micro_train_batch_size 1 "
+        "--train_batch_size 16 --micro_rollout_batch_size 2 --rollout_batch_size 8 --max_epochs 1\n", encoding="utf-8")
+    obs = rule("global_batch", open_run(str(tmp_path)))
+    assert obs.outcome == "not_applicable"

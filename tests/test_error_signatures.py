@@ -377,6 +377,9 @@ FIELD_CASES = [
      "10.0.0.249<37857> returned Connection refused, exceeded error retry count after 35 attempts\n"),
     ("network_failure", "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms while trying to "
      "connect to (10.0.0.1, 29500).\n"),  # pytorch torch/csrc/distributed/c10d/socket.cpp
+    # the same connect timeout as torch < 2.2 logs it before raising (OpenRLHF/OpenRLHF#265)
+    ("network_failure", "(RayWorkerVllm pid=207931, ip=10.0.1.75) [E socket.cpp:922] [c10d] The client socket has timed out "
+     "after 1800s while trying to connect to (172.17.0.2, 44737).\n"),
     # infra.gpu_fault: CUDA runtime cudaErrorNvlinkUncorrectable
     ("gpu_fault", "(WorkerDict pid=812, ip=10.0.0.5) RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution\n"),
     # deps.version_mismatch: the libraries' own version checks

@@ -226,7 +226,7 @@ def _join(scan: _FileScan, part: dict) -> None:
     _extend(ix.finish, theirs.finish, lambda item: (item[0], item[1] + lines, item[2]))
     _extend(ix.tracebacks, theirs.tracebacks, line_at)
     for tag, kept in theirs.notable.items():
-        _extend(ix.notable[tag], kept, lambda item: (item[0] + seq, line_at(item[1])))
+        _extend(ix.notable[tag], kept, lambda item: (item[0] + seq, item[1], item[2] + lines, *item[3:]))
     ix.seq += theirs.seq
     ix.waits.extend(line_at(w) for w in theirs.waits)
     _join_timers(ix, theirs)

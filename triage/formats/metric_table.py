@@ -136,17 +136,9 @@ class MetricTable:
                 theirs = groups.pop(keys) if drain else groups[keys]
                 rows = self._group(kind, keys)
                 rows.vals.extend(theirs.vals)
-                if by or base:
-                    import numpy as np
-
-                    if by:
-                        rows.idx.frombytes((np.frombuffer(theirs.idx, dtype=np.int64) + by).tobytes())
-                    else:
-                        rows.idx.extend(theirs.idx)
-                    rows.seq.frombytes((np.frombuffer(theirs.seq, dtype=np.int64) + base).tobytes())
-                else:
-                    rows.idx.extend(theirs.idx)
-                    rows.seq.extend(theirs.seq)
+                # shifted in C (`map` over the array), without numpy: a log scan may not have imported it
+                rows.idx.extend(map(by.__add__, theirs.idx) if by else theirs.idx)
+                rows.seq.extend(map(base.__add__, theirs.seq) if base else theirs.seq)
             if drain:
                 other._by_key.pop(kind, None)
         for kind, n in other._counts.items():

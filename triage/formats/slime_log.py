@@ -98,10 +98,15 @@ ERROR_WORDS: tuple[str, ...] = (
 # Each marker costs search time, and past 64 the automaton loses its SIMD prefilter.
 # The prefilter also slows 2.7x as soon as one marker is shorter than 4 bytes (measured
 # on the benchmarks/bench_ingest.py log: 670 MB/s with them, 1840 MB/s without), so the
-# 3-byte markers come first and are searched by an automaton of their own (4000 MB/s).
+# 3-byte markers come first and are searched by an automaton of their own (4000 MB/s),
+# together with the metric markers.
+# A metric dict follows a step number (`step 3: {...}`), so its markers are `0: {` to
+# `9: {`: a bare `: {` also marks every dict a job prints that is not a metric record
+# (slime's `Memory-Usage ...: {...}` lines, six times as many as its metric lines in the
+# benchmark log), and each such hit cost a step of the Python loop.
 _METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK = 1, 2, 4, 8, 16
 _MARKERS: tuple[tuple[bytes, int], ...] = (
-    (b": {", _METRIC_MARK),  # metric dicts: `step 3: {...}`; must stay first (_METRIC_NEEDLE)
+    *((b"%d: {" % digit, _METRIC_MARK) for digit in range(10)),  # must stay first (_METRIC_NEEDLES)
     *((word, _ERROR_MARK) for word in (b"SIG", b"OOM", b"Xid")),
     (b"NaN", _OTHER_MARK),
     *((word, _ERROR_MARK) for word in (
@@ -126,7 +131,9 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
 )
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
-_METRIC_NEEDLE = 0
+_METRIC_NEEDLES = 10  # the first ten markers: `N: {`
+_SHORT_NEEDLES = _METRIC_NEEDLES + sum(len(n) < 4 for n in _NEEDLES)  # the first automaton's: those and the 3-byte ones
+assert all(len(n) < 4 for n in _NEEDLES[_METRIC_NEEDLES:_SHORT_NEEDLES]), "3-byte markers follow the metric ones"
 _START = itemgetter(1)
 
 # Line formats. The pieces: a Ray actor prefix `(MegatronTrainRayActor pid=1234) `, a
@@ -180,6 +187,15 @@ def _after_metric_head(data: bytes | bytearray, start: int, end: int) -> bool:
     c = data[k - 1]
     return c == 0x6D or not (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 95)
 
+
+def _first_dict_after_head(raw: str) -> bool:
+    """Whether the line's first metric marker (`N: {`) follows a metric head, as `_after_metric_head` reads it."""
+    data = raw.encode("utf-8", "replace")
+    m = _METRIC_AT.search(data)
+    return m is not None and _after_metric_head(data, max(0, m.start() - 63), m.start() + 1)
+
+
+_METRIC_AT = re.compile(rb"\d: \{")
 
 # slime / miles metric lines, prefix and all, in one match (the common case, kept cheap)
 _FAST_METRIC = re.compile(
@@ -254,13 +270,14 @@ class _NeedleFinder:
     """Start offsets of every marker in a stretch of bytes, in order.
 
     With ahocorasick_rs installed this is two SIMD-assisted passes, one for the
-    markers shorter than 4 bytes (which come first in `needles`) and one for the
-    rest; without it, one `bytes.find` pass per marker (same answer, slower).
+    first `short` needles (the metric markers and those shorter than 4 bytes) and
+    one for the rest; without it, one `bytes.find` pass per marker (same answer, slower).
     A line is marked by each marker it holds, as with `bytes.find`, also where
     two markers overlap.
     """
 
-    def __init__(self, needles: tuple[bytes, ...], use_automaton: bool | None = None) -> None:
+    def __init__(self, needles: tuple[bytes, ...], use_automaton: bool | None = None,
+                 short: int = _SHORT_NEEDLES) -> None:
         self.needles = needles
         if use_automaton is None:
             use_automaton = _ahocorasick is not None
@@ -269,9 +286,7 @@ class _NeedleFinder:
         if use_automaton:
             if _ahocorasick is None:
                 raise RuntimeError("ahocorasick_rs is not installed")
-            short = 0
-            while short < len(needles) and len(needles[short]) < 4:
-                short += 1
+            short = min(short, len(needles))
             self._short = short
             kind = _ahocorasick.MatchKind.LeftmostFirst
             self._ac = _ahocorasick.BytesAhoCorasick(list(needles[:short] or needles), matchkind=kind)
@@ -344,7 +359,8 @@ class _Index:
         self.finish: _HeadTail[tuple[str, int, str]] = _HeadTail(MAX_FINISH_ROLLOUTS)  # (path, line_no, raw)
         self.tracebacks: _HeadTail[Traceback] = _HeadTail(MAX_TRACEBACKS)
         per_tag = max(2, MAX_NOTABLE // len(NOTABLE_TAGS))
-        self.notable: dict[str, _HeadTail[tuple[int, LogLine]]] = {t: _HeadTail(per_tag) for t in NOTABLE_TAGS}
+        # (seq, path, line_no, message, source, timestamp, level, tag): made a LogLine only if kept
+        self.notable: dict[str, _HeadTail[tuple]] = {t: _HeadTail(per_tag) for t in NOTABLE_TAGS}
         self.waits: deque[PlacementGroupWait] = deque(maxlen=MAX_PLACEMENT_WAITS)
         self.timer_open: dict[str, int] = {}
         self.votes = {"slime": 0, "miles": 0, "relax": 0, "bare_metrics": 0}
@@ -374,7 +390,7 @@ class _Index:
         out.finish_rollouts = [_finish_line(*item) for item in self.finish.items()]
         out.tracebacks = self.tracebacks.items()
         kept = [item for tag in NOTABLE_TAGS for item in self.notable[tag].items()]
-        out.notable = [line for _, line in sorted(kept, key=lambda item: item[0])]
+        out.notable = [_note_line(*item[1:]) for item in sorted(kept, key=itemgetter(0))]
         out.placement_group_waits = list(self.waits)
         for name, still_open in self.timer_open.items():
             out.timers[name].started_not_ended = still_open
@@ -420,6 +436,11 @@ def scan_logs(paths: list[Path], *, use_automaton: bool | None = None) -> LogInd
     for path in paths:
         scan_file(_FileScan(Path(path), index, finder))  # a large file in parts at once, same answer
     return index.finish_index()
+
+
+def _note_line(path: str, line_no: int, text: str, source: str | None, timestamp: str | None, level: str | None,
+               tag: str) -> LogLine:
+    return LogLine(path, line_no, _cap(text.strip()), source, timestamp, level, tag)
 
 
 def _finish_line(path: str, line_no: int, raw: str) -> LogLine:
@@ -713,10 +734,6 @@ class _FileScan:
             i += 1
             if p < pos:
                 continue
-            if k == _METRIC_NEEDLE and not 48 <= data[p - 1] <= 57:
-                # `: {` after no number: not `step N: {` (a `[rank0]: {'loss': ...}` dict holds its own
-                # `{'loss': ` / `'epoch': ` markers); the line may still hold another marker
-                continue
             ls = data.rfind(b"\n", pos, p) + 1 or pos
             if ls < pos:
                 ls = pos
@@ -727,8 +744,6 @@ class _FileScan:
             while i < n and hits[i][1] + start < le:
                 marks |= _MARK_OF[hits[i][0]]
                 i += 1
-            if marks == _METRIC_MARK and not _after_metric_head(data, max(ls, p - 64), p):
-                continue  # a dict, but not after `step N` (say `Memory-Usage ...: {...}`)
             line_no += data.count(b"\n", pos, ls) + 1
             pos = le + 1
             self._line(data[ls:le].decode("utf-8", "replace"), line_no, marks)
@@ -801,6 +816,8 @@ class _FileScan:
                                 self._note(note, line, line_no)
                             return
                         timer_done = True
+        if marks == _METRIC_MARK and not _first_dict_after_head(raw):
+            return  # a dict after a number, but not after `step N` (say `{'gpu': 0: {...}}`)
         line = split_line(raw)
         if line.fmt is not None and line.fmt in ix.votes:
             ix.votes[line.fmt] += 1
@@ -893,7 +910,7 @@ class _FileScan:
         if tag in ("rollout_progress", "train_progress"):
             ix.votes["relax"] += 1
         ix.seq += 1
-        ix.notable[tag].add((ix.seq, self._logline(line, line_no, tag)))
+        ix.notable[tag].add((ix.seq, self.where, line_no, line.text, line.source, line.timestamp, line.level, tag))
 
     def _error(self, line: _Line, line_no: int) -> None:
         msg = line.text

@@ -1,0 +1,147 @@
+"""Whether the ranks' NCCL watchdog reports name the same collective (a hang without flight-recorder dumps).
+
+When a collective times out, the ProcessGroupNCCL watchdog of each rank still alive logs the
+work it was waiting on (pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+`WorkNCCL::checkTimeout` and `operator<<(WorkNCCL)`):
+
+    [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7219, OpType=BROADCAST,
+    NumelIn=64, NumelOut=64, Timeout(ms)=3000000) ran for 3000097 milliseconds before timing out.
+
+torch >= 2.2 adds the process group to the prefix (`[PG ID 0 PG GUID 0(default_pg) Rank 3]`), or
+to the line that follows (`... Rank 3]  failure detected by watchdog at work sequence id: 7219`).
+A work's sequence number counts the collectives of one process group, so ranks of one group that
+wait at the same number called the same collective there, or should have: the same number with
+another op or another element count is a rank calling a different collective, which is what the
+flight recorder's dumps show for a collective mismatch (modelscope/ms-swift#10183: a BROADCAST of
+64 elements on three ranks and of 24,084,544 on the fourth, fixed in the framework). Ranks that
+wait at one number with the same op and count agree: the hang is not a disagreement there.
+
+Only reports of one process group are compared: a report whose group is not printed is compared
+with others whose group is not printed either (ranks numbered alike in two groups would then be
+mixed; a log without group names comes from one torch and usually from one group's timeout).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from triage.errors import Unavailable
+from triage.finding import Observation
+from triage.probe import Cost, Probe
+
+if TYPE_CHECKING:
+    from triage.formats.log_index import LogLine
+    from triage.run.run import Run
+
+_PG = r"\[PG (?:ID )?(?P<pg>\S+) PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<desc>[^)]*)\))? Rank (?P<prank>\d+)\]"
+_WATCHDOG = re.compile(
+    r"(?:" + _PG + r"|\[Rank (?P<rank>\d+)\])\s*Watchdog caught collective operation timeout: "
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>-?\d+), NumelOut=(?P<numel_out>-?\d+))?"
+)
+# the line after the report in torch >= 2.2 (ProcessGroupNCCL.cpp, watchdogHandler): its group, rank and work
+_DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
+
+
+@dataclass(frozen=True)
+class _Report:
+    group: str | None  # the process group's GUID (or id) when printed
+    rank: int
+    seq: int
+    op: str
+    numel_in: int | None
+    numel_out: int | None
+    where: str
+
+    def collective(self) -> tuple[str, int | None, int | None]:
+        return self.op, self.numel_in, self.numel_out
+
+    def describe(self) -> str:
+        size = "" if self.numel_in is None else f" of {self.numel_in} elements"
+        return f"rank {self.rank}: {self.op}{size} at SeqNum {self.seq} ({self.where})"
+
+
+def _reports(lines: list[LogLine]) -> list[_Report]:
+    groups: dict[tuple[int, int], str] = {}  # (rank, seq) -> group, from the `failure detected` lines
+    for line in lines:
+        m = _DETECTED.search(line.text)
+        if m:
+            groups[(int(m.group("prank")), int(m.group("seq")))] = m.group("guid")
+    found: dict[tuple[str | None, int, int], _Report] = {}
+    for line in lines:
+        m = _WATCHDOG.search(line.text)
+        if m is None:
+            continue
+        rank = int(m.group("prank") or m.group("rank"))
+        seq = int(m.group("seq"))
+        group = m.group("guid") or groups.get((rank, seq))
+        numel_in, numel_out = m.group("numel_in"), m.group("numel_out")
+        report = _Report(group, rank, seq, m.group("op"), None if numel_in is None else int(numel_in),
+                         None if numel_out is None else int(numel_out), line.where())
+        found.setdefault((group, rank, seq), report)  # a rank's repeated report (Ray's dedup, retries) once
+    return list(found.values())
+
+
+class WatchdogReports(Probe):
+    """Whether the NCCL watchdog reports of several ranks name one collective at one sequence number."""
+
+    name = "watchdog_reports"
+    outcomes = ("collective_mismatch", "consistent")
+    needs = ("log",)
+    cost = Cost.STATIC
+
+    def examine(self, run: Run) -> Observation:
+        reports = _reports(run.log.errors)
+        by_work: dict[tuple[str | None, int], list[_Report]] = {}
+        for r in reports:
+            by_work.setdefault((r.group, r.seq), []).append(r)
+        shared = {key: rs for key, rs in by_work.items() if len({r.rank for r in rs}) >= 2}
+        if not shared:
+            ranks = sorted({r.rank for r in reports})
+            raise Unavailable(
+                "log",
+                "no two ranks' NCCL watchdog reports name the same work of one process group"
+                + (f" (reports from rank {', '.join(map(str, ranks))})" if ranks else " (no watchdog report in the log)"),
+                "keep every rank's log (each rank's watchdog names the collective it waited on), or the "
+                "flight-recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1)",
+            )
+        for (group, seq), rs in sorted(shared.items(), key=lambda kv: kv[0][1]):
+            kinds: dict[tuple[str, int | None, int | None], list[_Report]] = {}
+            for r in sorted(rs, key=lambda r: r.rank):
+                kinds.setdefault(r.collective(), []).append(r)
+            if len(kinds) > 1:
+                calls = {f"{op}" + ("" if n_in is None else f" NumelIn={n_in} NumelOut={n_out}"): [r.rank for r in members]
+                         for (op, n_in, n_out), members in kinds.items()}
+                return self.observe(
+                    "collective_mismatch",
+                    f"At collective SeqNum {seq}{_group_text(group)} the ranks' watchdogs waited on different "
+                    f"collectives: {'; '.join(f'{c} on rank {_ranks(rk)}' for c, rk in calls.items())}. Ranks of one "
+                    "process group count the same collectives, so one of them called another collective there.",
+                    confidence=0.85,
+                    seq=seq,
+                    process_group=group,
+                    collectives=calls,
+                    reports=[r.describe() for members in kinds.values() for r in members],
+                )
+        (group, seq), rs = min(shared.items(), key=lambda kv: kv[0][1])
+        r0 = rs[0]
+        return self.observe(
+            "consistent",
+            f"The watchdogs of rank {_ranks(sorted({r.rank for r in rs}))} waited on the same collective "
+            f"({r0.op}{'' if r0.numel_in is None else f' of {r0.numel_in} elements'}) at SeqNum {seq}{_group_text(group)}: "
+            "they agree on the collective they hang in.",
+            confidence=0.6,
+            seq=seq,
+            process_group=group,
+            ranks=sorted({r.rank for r in rs}),
+            reports=[r.describe() for r in rs],
+        )
+
+
+def _group_text(group: str | None) -> str:
+    return "" if group is None else f" of process group {group}"
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks))

@@ -1,0 +1,111 @@
+"""The ranks' NCCL watchdog reports as a second witness of a collective mismatch, when no flight recorder was kept.
+
+The lines are ProcessGroupNCCL's own wording (pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+WorkNCCL::checkTimeout, watchdogHandler) in the shapes torch < 2.2 and torch >= 2.2 print them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from triage.cli import main
+
+
+def _watchdog(rank: int, seq: int, op: str, numel: int, pg: str | None = None) -> str:
+    head = f"[PG ID {pg} PG GUID {pg}(default_pg) Rank {rank}]" if pg is not None else f"[Rank {rank}]"
+    return (f"[rank{rank}]:[E918 19:29:24.436955737 ProcessGroupNCCL.cpp:689] {head} Watchdog caught collective operation "
+            f"timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, Timeout(ms)=600000) ran for "
+            "600097 milliseconds before timing out.\n")
+
+
+def _detected(rank: int, seq: int, pg: str) -> str:
+    return (f"[rank{rank}]:[E918 19:29:24.440481846 ProcessGroupNCCL.cpp:2303] [PG ID {pg} PG GUID {pg}(default_pg) "
+            f"Rank {rank}]  failure detected by watchdog at work sequence id: {seq} PG status: last enqueued work: "
+            f"{seq + 1}, last completed work: {seq - 1}\n")
+
+
+def _triage(tmp_path, capsys, text: str) -> tuple[int, dict]:
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    rc = main(["run", str(log), "--json", "--no-cache"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def _step(report: dict, probe: str) -> dict:
+    return next(p for p in report["path"] if p["probe"] == probe)
+
+
+def test_ranks_waiting_on_different_sizes_at_one_sequence_number_are_a_collective_mismatch(tmp_path, capsys):
+    # modelscope/ms-swift#10183's shape: three ranks broadcast 64 elements, the fourth 24,084,544
+    text = "".join(_watchdog(r, 7219, "BROADCAST", 64) + _detected(r, 7219, "0") for r in (0, 1, 3))
+    text += _watchdog(2, 7219, "BROADCAST", 24084544) + _detected(2, 7219, "0")
+    rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "dist.collective_mismatch"
+    step = _step(report, "watchdog_reports")
+    assert step["outcome"] == "collective_mismatch"
+    assert step["evidence"]["seq"] == 7219
+    assert step["evidence"]["collectives"] == {"BROADCAST NumelIn=64 NumelOut=64": [0, 1, 3],
+                                               "BROADCAST NumelIn=24084544 NumelOut=24084544": [2]}
+    assert "rank 2" in step["summary"]
+    assert _step(report, "flight_recorder")["outcome"] == "unavailable"
+    assert rc == 0
+
+
+def test_another_op_at_the_same_sequence_number_is_a_mismatch_in_the_older_wording(tmp_path, capsys):
+    text = (f"(ActorModelRayActor pid=1, ip=10.0.1.75) [E ProcessGroupNCCL.cpp:475] {_watchdog(0, 3856, 'ALLREDUCE', 1).split('] ', 1)[1]}"
+            f"(ActorModelRayActor pid=2, ip=10.0.1.76) [E ProcessGroupNCCL.cpp:475] {_watchdog(1, 3856, 'ALLGATHER', 1).split('] ', 1)[1]}")
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "dist.collective_mismatch"
+    assert _step(report, "watchdog_reports")["evidence"]["collectives"] == {
+        "ALLREDUCE NumelIn=1 NumelOut=1": [0], "ALLGATHER NumelIn=1 NumelOut=1": [1]}
+
+
+def test_ranks_that_wait_on_the_same_collective_agree_and_the_hang_stays_undecided(tmp_path, capsys):
+    text = "".join(_watchdog(r, 512, "ALLREDUCE", 593920, pg="0") for r in range(4))
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "inconclusive"
+    step = _step(report, "watchdog_reports")
+    assert step["outcome"] == "consistent"
+    assert step["evidence"]["ranks"] == [0, 1, 2, 3]
+
+
+def test_reports_of_two_process_groups_are_never_compared(tmp_path, capsys):
+    # the same sequence number in two groups is two different collectives: no verdict from it
+    text = _watchdog(0, 40, "ALLREDUCE", 1024, pg="1") + _watchdog(1, 40, "ALLGATHER", 8, pg="2")
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "inconclusive"
+    step = _step(report, "watchdog_reports")
+    assert step["outcome"] == "unavailable"
+    assert "no two ranks" in step["summary"]
+
+
+@pytest.mark.parametrize("text", [
+    _watchdog(3, 7219, "BROADCAST", 64),  # one rank's report
+    _watchdog(3, 7219, "BROADCAST", 64) + _watchdog(3, 7219, "BROADCAST", 24084544),  # one rank twice
+])
+def test_one_rank_alone_decides_nothing(tmp_path, capsys, text):
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "inconclusive"
+    assert _step(report, "watchdog_reports")["outcome"] == "unavailable"
+
+
+def test_a_reset_connection_with_watchdogs_in_agreement_is_not_called_the_network(tmp_path, capsys):
+    # a peer closing its connection: only the full dumps clear the collectives, two agreeing watchdogs do not
+    text = ("[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [10.0.0.2]:"
+            "12345: Connection reset by peer\n") + "".join(_watchdog(r, 9, "ALLREDUCE", 1, pg="0") for r in (0, 1))
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "inconclusive"
+    assert _step(report, "watchdog_reports")["outcome"] == "consistent"
+
+
+def test_the_pre_2_2_c10d_connect_timeout_is_the_network(tmp_path, capsys):
+    # OpenRLHF/OpenRLHF#265: the vLLM workers could not reach the store at the docker bridge address
+    text = ("(RayWorkerVllm pid=207931, ip=10.0.1.75) [E socket.cpp:922] [c10d] The client socket has timed out after "
+            "1800s while trying to connect to (172.17.0.2, 44737).\n"
+            "(ActorModelRayActor pid=207260, ip=10.0.1.75) [E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=3856, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=1800000) ran for 1800268 milliseconds before timing out.\n")
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "infra.network"
