@@ -789,9 +789,9 @@ class _FileScan:
             if marks & _METRIC_MARK:
                 m = _FAST_METRIC.match(raw)
                 if m:
-                    ms, tag = m.group("ms"), m.group("tag")
+                    ts, ms, tag = m.group("ts", "ms", "tag")
                     ix.votes["miles" if ms and tag else "slime"] += 1
-                    ix.timestamp(_normal_ts(m.group("ts"), ms))
+                    ix.timestamp(_normal_ts(ts, ms))
                     self._metric(m)
                     return
             elif marks == _OTHER_MARK:
@@ -801,17 +801,19 @@ class _FileScan:
                 if "Timer " in raw:
                     m = _FAST_TIMER.match(raw)
                     if m:
-                        ms, tag = m.group("ms"), m.group("tag")
+                        src, ts, ms, tag, msg, name, what, seconds = m.group(
+                            "src", "ts", "ms", "tag", "msg", "name", "what", "s")
                         miles = bool(ms and tag)
-                        ts = _normal_ts(m.group("ts"), ms)
+                        ts = _normal_ts(ts, ms)
                         ix.votes["miles" if miles else "slime"] += 1
                         ix.timestamp(ts)
-                        self._timer(m)
+                        self._timer(name, what, seconds)
                         if not self.tracebacks:
-                            msg = m.group("msg")
-                            note = _notable_tag(msg)  # `Timer update_weights start` marks a weight update
+                            # `Timer update_weights start` marks a weight update; a start line's message
+                            # repeats every step, so its answer is kept
+                            note = _timer_note(msg) if seconds is None else _notable_tag(msg)
                             if note is not None:
-                                source = m.group("src") or (tag.strip() if miles else None)
+                                source = src or (tag.strip() if miles else None)
                                 line = _Line(msg, source, ts, None, "miles" if miles else "slime")
                                 self._note(note, line, line_no)
                             return
@@ -851,16 +853,18 @@ class _FileScan:
             self._error(line, line_no)
 
     def _metric(self, m: re.Match[str]) -> None:
+        kind, n, text = m.group("kind", "n", "dict")
         try:
-            record = parse_metric_dict(m.group("dict"))
+            record = parse_metric_dict(text)
         except ValueError:
             self._unparsed(m.group(0))
             return
-        if len(m.group("n")) > 18:  # past int64 it is not a step (the metric table indexes by int64)
+        if len(n) > 18:  # past int64 it is not a step (the metric table indexes by int64)
             self._unparsed(m.group(0))
             return
-        self.out.metrics.add(m.group("kind"), int(m.group("n")), record)
-        self.grammar_counts["slime_dict"] = self.grammar_counts.get("slime_dict", 0) + 1
+        self.out.metrics.add(kind, int(n), record)
+        counts = self.grammar_counts
+        counts["slime_dict"] = counts.get("slime_dict", 0) + 1
 
     def _unparsed(self, text: str) -> None:
         out = self.out
@@ -894,7 +898,7 @@ class _FileScan:
         if "Timer " in msg and not timer_done:
             m = _TIMER.search(msg)
             if m:
-                self._timer(m)
+                self._timer(*m.group("name", "what", "s"))
         if "Waiting for placement group" in msg:
             m = _PLACEMENT.search(msg)
             if m:
@@ -919,8 +923,7 @@ class _FileScan:
                 return  # NCCL_DEBUG=INFO chatter
             self.ix.errors.add(self._logline(line, line_no))
 
-    def _timer(self, m: re.Match[str]) -> None:
-        name, what, seconds = m.group("name", "what", "s")
+    def _timer(self, name: str, what: str, seconds: str | None) -> None:
         ix = self.ix
         timer_open = ix.timer_open
         stats = self.out.timers.get(name)
@@ -1088,6 +1091,20 @@ class _FileScan:
             if line.timestamp is not None:
                 self.ix.timestamp(line.timestamp)
                 return
+
+
+_TIMER_NOTES: dict[str, str | None] = {}
+
+
+def _timer_note(msg: str) -> str | None:
+    """`_notable_tag` of a timer's start message, remembered (a job has a few dozen timers)."""
+    try:
+        return _TIMER_NOTES[msg]
+    except KeyError:
+        note = _notable_tag(msg)
+        if len(_TIMER_NOTES) < MAX_TIMERS:
+            _TIMER_NOTES[msg] = note
+        return note
 
 
 def _notable_tag(msg: str) -> str | None:
