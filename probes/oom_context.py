@@ -28,12 +28,14 @@ release leak (THUDM/slime#1022), not a first phase switch.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from probes.error_signatures import SignatureMatch, quote, scan
 from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.log_index import LogLine
+from triage.formats.slime_log import split_line
 from triage.probe import Cost, Probe
 from triage.safe_io import read_text
 from triage.thresholds import count, threshold
@@ -64,6 +66,12 @@ SWITCH_FRAME = re.compile(
     r"in (update_weights\w*|wake_up|sleep|onload\w*|offload\w*|resume_memory_occupation|"
     r"release_memory_occupation|resume|update_weights_from_tensor)\b|torch_memory_saver"
 )
+# An inference engine put to sleep and woken up by the trainer shares its GPUs with training:
+# vLLM's sleep mode (`LLM.sleep` / `LLM.wake_up`, "for RLHF ... colocate"), SGLang's
+# release/resume_memory_occupation, called from verl's hybrid-engine sharding managers, slime's
+# and OpenRLHF's colocated paths. An OOM inside such a call is at a phase switch of a colocated
+# run, whatever the arguments say or leave out (verl-project/verl#575: "CUDA oom at vllm wake_up").
+COLOCATION_FRAME = re.compile(r"in (wake_up|sleep|resume_memory_occupation|release_memory_occupation)\b")
 TRAIN_FRAME = re.compile(r"in (train_step|train_one_step|forward_backward\w*|backward|step|training_step|compute_loss)\b")
 
 
@@ -117,11 +125,13 @@ PASTE_BYTES = 1 << 20
 
 
 def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
-    """Frames printed after the error line instead of before it, in a pasted fragment.
+    """Frames the index did not tie to the error line, in a pasted fragment.
 
     Users paste a traceback from its last line up, or cut the `Traceback (most recent call
     last):` header away, so the index ties no frames to the error. In a file the size of a
-    paste, the traceback-shaped lines directly below the error line are its frames.
+    paste, the traceback-shaped lines directly below the error line are its frames (a
+    bottom-up paste); failing those, the frame lines directly above it (a traceback whose
+    header was cut off). A Ray actor prefix on each line is read through.
     """
     if oom.frames:
         return oom.frames
@@ -130,12 +140,28 @@ def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
     except (OSError, UnicodeDecodeError, TriageError):
         return ()
     lines = text.splitlines()
-    below = []
-    for line in lines[oom.line.line_no:oom.line.line_no + 60]:
+    at = oom.line.line_no  # 1-based: lines[at] is the line below the error, lines[at - 2] the one above
+    below = _traceback_run(lines[at:at + 60])
+    if below:
+        return tuple(reversed(below))  # bottom-up paste: the innermost frame comes first
+    above = _traceback_run(reversed(lines[max(0, at - 1 - MAX_FRAME_LINES):max(0, at - 1)]))
+    if any(line.startswith('File "') for line in above):
+        return tuple(reversed(above))
+    return ()
+
+
+MAX_FRAME_LINES = 200
+
+
+def _traceback_run(lines: Iterable[str]) -> list[str]:
+    """The traceback-shaped lines at the start of `lines`, prefixes stripped, up to the first that is not."""
+    run: list[str] = []
+    for raw in lines:
+        line = split_line(raw).text if raw.startswith("(") else raw
         if not _TRACEBACK_SHAPED.search(line):
             break
-        below.append(line.strip())
-    return tuple(reversed(below))  # bottom-up paste: the innermost frame comes first
+        run.append(line.strip())
+    return run
 
 
 def _phase_from_frames(frames: tuple[str, ...]) -> str | None:
@@ -340,7 +366,13 @@ class OomContext(Probe):
         # Witnesses in order of trust: timers, then frames, then the last phase marker line.
         switching = (by_timers or by_frames or by_event) == "phase_switch"
         first_switch = last_rollout is None or last_rollout <= 0
-        if colocated and stepped and (switching or (in_engine and first_switch)):
+        # the OOM's own frames inside the engine's sleep / wake-up: the switch itself, in a colocated run
+        in_wake = by_frames == "phase_switch" and any(COLOCATION_FRAME.search(f) for f in frames)
+        evidence["oom_in_engine_wake"] = in_wake
+        if colocated is None and in_wake:
+            colocated = True
+            evidence["colocate"] = "shown by the engine's sleep / wake-up frames"
+        if colocated and (stepped or in_wake) and (switching or (in_engine and first_switch)):
             evidence["switch"] = "first" if first_switch else "later"
             what = "weights were being moved between training and the engine" if switching else "the engine resumed for the next rollout"
             return self.observe(

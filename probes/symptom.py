@@ -174,10 +174,12 @@ class Symptom(Probe):
         if not order:
             what = [k.replace("_", " ") for k, v in evidence["inputs"].items() if v]
             listed = " and ".join([", ".join(what[:-1]), what[-1]] if len(what) > 1 else what)
+            metrics = ("the metrics stay in the guides' healthy ranges" if has_metrics
+                       else "there are no metrics to check")
             return self.observe(
                 "no_symptom",
-                f"No symptom in the run's {listed}: no fatal error, hang or garbled rollout, and the metrics "
-                "stay in the guides' healthy ranges." + (" (The crash was set aside.)" if skipped else ""),
+                f"No symptom in the run's {listed}: no fatal error, hang or garbled rollout, and {metrics}."
+                + (" (The crash was set aside.)" if skipped else ""),
                 0.7,
                 **evidence,
             )

@@ -243,3 +243,49 @@ def test_memory_saver_oom_in_a_verl_run_is_the_engines(tmp_path):
     obs = OomContext().examine(open_run(str(tmp_path)))
     assert obs.outcome == "engine_side"
     assert obs.evidence["in_engine"] is True
+
+
+# verl's hybrid engine waking vLLM for rollout (verl-project/verl#575, #302): the traceback as pasted,
+# its `Traceback` header cut off and each line behind Ray's actor prefix
+VERL_WAKE = [
+    ("/verl/verl/workers/fsdp_workers.py", 463, "generate_sequences", "with self.rollout_sharding_manager:"),
+    ("/verl/verl/workers/sharding_manager/fsdp_vllm.py", 79, "__enter__", "self.inference_engine.wake_up()"),
+    ("/usr/local/lib/python3.11/dist-packages/vllm/entrypoints/llm.py", 1244, "wake_up", "self.llm_engine.wake_up()"),
+    ("/usr/local/lib/python3.11/dist-packages/vllm/executor/executor_base.py", 216, "wake_up",
+     'self.collective_rpc("wake_up")'),
+]
+
+
+def headerless(frames, error: str, prefix: str = "(main_task pid=1748945)") -> str:
+    lines = []
+    for path, no, fn, code in frames:
+        lines += [f'{prefix}   File "{path}", line {no}, in {fn}', f"{prefix}     {code}"]
+    return "\n".join(lines + [f"{prefix} {error}"]) + "\n"
+
+
+@pytest.mark.parametrize("error", [OOM, "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"])
+def test_an_oom_inside_the_engines_wake_up_is_the_colocated_switch_without_args_or_metrics(tmp_path, error):
+    (tmp_path / "job.log").write_text(headerless(VERL_WAKE, error), encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "phase_switch"
+    assert obs.evidence["oom_in_engine_wake"] is True
+    assert obs.evidence["colocate"] == "shown by the engine's sleep / wake-up frames"
+    assert 'File "/usr/local/lib/python3.11/dist-packages/vllm/executor/executor_base.py", line 216, in wake_up' in (
+        obs.evidence["frames"])
+
+
+def test_an_oom_in_a_weight_sync_alone_does_not_show_colocation(tmp_path):
+    frames = [("/verl/verl/workers/fsdp_workers.py", 500, "update_weights", "self.sync()")]
+    (tmp_path / "job.log").write_text(headerless(frames, OOM), encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "training_step"
+    assert obs.evidence["oom_in_engine_wake"] is False
+    assert obs.evidence["switch"] == "unknown colocation"
+
+
+def test_frames_above_the_error_are_read_only_when_they_touch_it(tmp_path):
+    text = headerless(VERL_WAKE, "some other line").replace("(main_task pid=1748945) some other line\n", "")
+    (tmp_path / "job.log").write_text(text + "\nINFO unrelated\n" + OOM + "\n", encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.evidence["frames"] == []
+    assert obs.outcome != "phase_switch"

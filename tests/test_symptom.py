@@ -58,6 +58,19 @@ def test_healthy_slime_and_hf_runs_have_no_symptom(tmp_path):
     assert obs.outcome == "no_symptom", obs.evidence["details"]
     assert obs.evidence["symptoms_seen"] == []
     assert classify(hf_run(tmp_path / "h", healthy_hf_series())).outcome == "no_symptom"
+    assert "the metrics stay in the guides' healthy ranges" in obs.summary
+
+
+def test_a_log_without_metrics_is_never_said_to_have_healthy_metrics(tmp_path):
+    (tmp_path / "job.log").write_text(  # verl-project/verl#302's paste, cut inside its traceback
+        "(main_task pid=1748945) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+        "ray::WorkerDict.actor_rollout_generate_sequences() (pid=1751030, ip=10.65.194.91)\n"
+        "(main_task pid=1748945)   File \"/verl/verl/workers/fsdp_workers.py\", line 463, in generate_sequences\n"
+        "(main_task pid=1748945)     with self.rollout_sharding_manager:\n", encoding="utf-8")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "no_symptom"
+    assert "there are no metrics to check" in obs.summary
+    assert "healthy ranges" not in obs.summary
 
 
 def test_crash_with_nan_is_an_error_exit_and_ignore_errors_falls_through_to_nonfinite(tmp_path):
