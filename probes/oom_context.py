@@ -187,6 +187,20 @@ PHASE_OF_EVENT = {
 }
 
 
+def oom_phase(run: Run, oom: SignatureMatch, frames: tuple[str, ...]) -> tuple[str | None, dict[str, Any]]:
+    """The phase an OOM happened in, from its witnesses in order of trust: the timers still
+    open, then the traceback's frames, then the last phase marker line before it. The one rule
+    for `oom_context` and for the failed allocation `memory_budget` reads."""
+    timers = _open_timers(run)
+    by_timers = _phase_from_timers(timers)
+    by_frames = _phase_from_frames(frames)
+    event = _last_event(run, oom)
+    by_event = PHASE_OF_EVENT[event.tag] if event is not None and event.tag else None
+    return by_timers or by_frames or by_event, {
+        "open_timers": timers, "by_timers": by_timers, "by_frames": by_frames, "event": event, "by_event": by_event,
+    }
+
+
 def _last_event(run: Run, oom: SignatureMatch) -> LogLine | None:
     """The last phase marker the log kept before the OOM line in the same file (weights update,
     memory release / resume, Relax's training-step line)."""
@@ -296,7 +310,7 @@ def failed_allocation(run: Run) -> dict[str, Any] | None:
         if not m:
             continue
         frames = adjacent_frames(run, oom)
-        phase = _phase_from_timers(_open_timers(run)) or _phase_from_frames(frames)
+        phase = oom_phase(run, oom, frames)[0]
         return {
             "requested_gb": round(float(m.group("req")) * _UNIT_GIB[m.group("ru")[0]], 3),
             "capacity_gb": round(float(m.group("cap")) * _UNIT_GIB[m.group("cu")[0]], 3),
@@ -320,15 +334,12 @@ class OomContext(Probe):
         if not ooms:
             raise Unavailable("log", "no CUDA out-of-memory error in the log, so there is no OOM to place")
         oom = ooms[0]
-        timers = _open_timers(run)
         last_step = _last_index(run, "step")
         last_rollout = _last_index(run, "rollout")
         colocated = _colocated(run)
-        by_timers = _phase_from_timers(timers)
         frames = adjacent_frames(run, oom)
-        by_frames = _phase_from_frames(frames)
-        event = _last_event(run, oom)
-        by_event = PHASE_OF_EVENT[event.tag] if event is not None and event.tag else None
+        phase, why = oom_phase(run, oom, frames)
+        timers, by_timers, by_frames, event = why["open_timers"], why["by_timers"], why["by_frames"], why["event"]
         in_engine = _in_engine(oom, run.framework)
         evidence: dict[str, Any] = {
             "line": quote(oom.line),
@@ -364,7 +375,7 @@ class OomContext(Probe):
 
         stepped = last_step is not None
         # Witnesses in order of trust: timers, then frames, then the last phase marker line.
-        switching = (by_timers or by_frames or by_event) == "phase_switch"
+        switching = phase == "phase_switch"
         first_switch = last_rollout is None or last_rollout <= 0
         # the OOM's own frames inside the engine's sleep / wake-up: the switch itself, in a colocated run
         in_wake = by_frames == "phase_switch" and any(COLOCATION_FRAME.search(f) for f in frames)
@@ -389,7 +400,6 @@ class OomContext(Probe):
                 0.85,
                 **evidence,
             )
-        phase = by_timers or by_frames or by_event
         if phase == "logprob_pass":
             active = next((t for t in timers if t in LOGPROB_TIMERS), None)
             during = f"timer `{active}` running" if active else "log-prob frames in the traceback"
