@@ -650,8 +650,10 @@ def test_a_kernel_library_that_does_not_load_is_a_version_mismatch(tmp_path):
     ("ModuleNotFoundError: No module named 'megatron.training.global_vars'\n", "megatron.training"),
     # NVIDIA-NeMo/Megatron-Bridge: a model provider the installed Megatron-Bridge does not have
     ("ModuleNotFoundError: No module named 'megatron.bridge.models.glm.glm45_provider'\n", "megatron.bridge"),
+    # sgl-project/sglang#362 as pasted, its closing quote cut off: vllm 0.4.0 had removed the module
+    ("ModuleNotFoundError: No module named 'vllm.model_executor.input_metadata\n", "vllm"),
 ])
-def test_a_megatron_module_the_installed_package_lacks_is_a_version_mismatch(tmp_path, line, package):
+def test_a_module_the_installed_package_lacks_is_a_version_mismatch(tmp_path, line, package):
     obs = examine(tmp_path, HEAD + line)
     assert obs.outcome == "version_mismatch", obs.summary
     assert obs.evidence["packages"] == [package]
@@ -659,6 +661,9 @@ def test_a_megatron_module_the_installed_package_lacks_is_a_version_mismatch(tmp
 
 def test_an_import_from_the_users_own_module_is_not_a_version_mismatch(tmp_path):
     obs = examine(tmp_path, HEAD + "ImportError: cannot import name 'score_answer' from 'my_rewards'\n")
+    assert obs.outcome != "version_mismatch", obs.summary
+    # nor a module name that runs on past a cut quote into other words
+    obs = examine(tmp_path, HEAD + "ModuleNotFoundError: No module named 'vllm.model_executor.input_metadata and more\n")
     assert obs.outcome != "version_mismatch", obs.summary
 
 
