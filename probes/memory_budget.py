@@ -24,6 +24,7 @@ counts), then the logged rollout metrics (`rollout/total_lengths`,
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,7 +40,13 @@ if TYPE_CHECKING:
 
 # "GB" as the guide counts it: its 8*16*2048*151936*2 bytes "~75 GB" is 74.2 * 2**30 bytes.
 GB = 2**30
-DEFAULT_GPU_GB = 80.0  # an A100 / H100 80 GB
+DEFAULT_GPU_GB = 80.0  # an A100 / H100 80 GB, assumed only when neither the params nor the log say
+# The device's size as the log prints it: torch's OOM message ("GPU 0 has a total capacity of 79.15 GiB"),
+# slime's print_memory (`'total_GB': 139.8`, slime/utils/memory_utils.py) and verl's
+# log_gpu_memory_usage (`device memory used/total (GB): 21.4/79.1`, verl/utils/debug/performance.py).
+_DEVICE_TOTAL = re.compile(
+    r"total capacity of (?P<torch>[\d.]+) GiB|'total_GB': (?P<slime>[\d.]+)|device memory used/total \(GB\): [\d.]+/(?P<verl>[\d.]+)"
+)
 # Observed totals this many times the configured prompt + response limits are "much
 # longer than expected" (the Q&A's multi-turn warning).
 MULTI_TURN_FACTOR = 1.5
@@ -197,15 +204,19 @@ class MemoryBudget(Probe):
         if logits is not None:
             checked.append("logits")
             evidence.update(logits)
-            gpu_gb = p.gpu_memory_gb or arg_float(run, "gpu_memory_gb") or DEFAULT_GPU_GB
+            gpu_gb, gpu_from = _gpu_memory_gb(run, p.gpu_memory_gb)
             evidence["gpu_memory_gb"] = gpu_gb
+            evidence["gpu_memory_from"] = gpu_from
             evidence["logits_fraction"] = p.logits_fraction
             if logits["logits_gb"] > p.logits_fraction * gpu_gb:
+                assumed = gpu_from == "assumed"
                 return self.observe(
                     "logits_too_large",
                     f"The log-prob pass materialises a logits tensor of about {logits['logits_gb']:.1f} GB "
-                    f"({logits['arithmetic']}) on a {gpu_gb:g} GB GPU; reduce the micro batch (2-4 for GRPO).",
-                    0.8,
+                    f"({logits['arithmetic']}) on a {gpu_gb:g} GB GPU"
+                    + (" (its size assumed: nothing in the run names it)" if assumed else f" ({gpu_from})")
+                    + "; reduce the micro batch (2-4 for GRPO).",
+                    0.65 if assumed else 0.8,
                     **evidence,
                 )
         if not checked:
@@ -294,3 +305,22 @@ class MemoryBudget(Probe):
             return None
         base.update(logits_gb=round(n_bytes / GB, 3), arithmetic=f"{arithmetic} = {n_bytes / GB:.1f} GB")
         return base
+
+
+def _gpu_memory_gb(run: Run, given: float | None) -> tuple[float, str]:
+    """The GPU's memory in GB and where it came from: the probe's params, the run's arguments, the
+    log's own device lines (the largest total printed), or the 80 GB assumption."""
+    if given:
+        return given, "from the probe's parameters"
+    from_args = arg_float(run, "gpu_memory_gb")
+    if from_args:
+        return from_args, "from the run's gpu_memory_gb"
+    try:
+        lines = [*run.log.errors, *run.log.notable]
+    except TriageError:
+        lines = []
+    totals = [float(v) for line in lines for m in _DEVICE_TOTAL.finditer(line.text) for v in m.groupdict().values() if v]
+    totals = [t for t in totals if t > 0]
+    if totals:
+        return max(totals), "as the log prints the device's total memory"
+    return DEFAULT_GPU_GB, "assumed"

@@ -95,6 +95,22 @@ def test_logits_tensor_of_the_axolotl_example(tmp_path):
     assert 74 < ev["logits_gb"] < 75  # the guide's "~75 GB"
     assert ev["arithmetic"] == "8 * 16 * 2048 * 151936 * 2 bytes = 74.2 GB"
     assert ev["gpu_memory_gb"] == 80.0
+    assert ev["gpu_memory_from"] == "assumed"
+    assert "its size assumed" in obs.summary
+
+
+def test_the_gpu_size_the_log_prints_replaces_the_assumption(tmp_path):
+    # 5 * 16 * 2048 * 151936 * 2 bytes = 46.4 GB: over half of an assumed 80 GB GPU, under half of the H200 the log names
+    manifest = "args:\n  micro_batch_size: 5\n  num_generations: 16\n  sequence_len: 2048\n  vocab_size: 151936\n"
+    log = ("(MegatronTrainRayActor pid=2345) [2026-08-01 10:00:00] memory_utils.py:41 - [Rank 0] Memory-Usage after "
+           "offload model: {'gpu': '0', 'total_GB': 139.8, 'free_GB': 88.47, 'used_GB': 51.34}\n")
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    obs = examine(make_run(tmp_path, manifest=manifest))
+    assert obs.outcome == "within_budget"
+    assert obs.evidence["gpu_memory_gb"] == 139.8
+    assert obs.evidence["gpu_memory_from"] == "as the log prints the device's total memory"
+    (tmp_path / "job.log").unlink()
+    assert examine(open_run(str(tmp_path))).outcome == "logits_too_large"
 
 
 def test_logits_fit_with_a_small_micro_batch(tmp_path):
