@@ -56,6 +56,10 @@ SPECIAL = [
     R + "[2026-08-01 10:03:14] timer.py:24 - Timer save start",
     "[2026-08-01 10:00:02] placement_group.py:64 - Waiting for placement group of 16 GPUs (elapsed 30s): "
     "8 GPUs registered with Ray, 8 available.",
+    # an HF Trainer dict a terminal wrapped onto three lines
+    "{'loss': 0.0, 'grad_norm': 4.9e-06, 'learning_rate': 1e-06, 'completions/max_terminated_length':",
+    " 85.0, 'reward': 0.0065, 'reward_std': 0.006, 'sampling/importance_sampling_ratio/min'",
+    ": 3.2e-21, 'epoch': 0.5}",
 ]
 
 
@@ -130,7 +134,7 @@ def assert_same(a: slime_log.LogIndex, b: slime_log.LogIndex) -> None:
 
 @pytest.mark.parametrize("n_parts", [2, 3])
 def test_parts_give_one_pass_index_wherever_the_cut_falls(tmp_path, monkeypatch, parts, n_parts):
-    """The arguments block, a continued command line, a traceback and an open timer are moved
+    """The arguments block, a continued command line, a traceback, a wrapped dict and an open timer are moved
     across the cut line by line: a part after something left open is read here, the others joined."""
     monkeypatch.setattr(log_parts, "_start", _InProcess)
     monkeypatch.setattr(log_parts, "SCAN_PARTS", n_parts)

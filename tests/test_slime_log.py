@@ -414,3 +414,38 @@ def test_vllm_logger_lines_give_their_level_and_message():
     line = split_line("(EngineCore_DP0 pid=2341366) ERROR 10-28 16:21:14 [core.py:710] ValueError: bad request")
     assert (line.text, line.level, line.source) == ("ValueError: bad request", "ERROR", "EngineCore_DP0 pid=2341366")
     assert split_line("INFO 10-28 16:14:04 [llm.py:306] Supported_tasks: ['generate']").level == "INFO"
+
+
+# A console's metric dict as pasted into an issue, wrapped by the terminal (huggingface/trl#5312's paste)
+WRAPPED = [
+    "{'loss': 0.0, 'grad_norm': 4.947049092152156e-06, 'learning_rate': 1.0000000000000002e-06, 'completions/max_terminated_length':",
+    " 85.0, 'reward': 0.006554092280566692, 'reward_std': 0.006052262149751186, 'sampling/importance_sampling_ratio/min'",
+    ": 3.197867121484542e-21, 'epoch': 0.12}",
+]
+
+
+def test_a_wrapped_metric_dict_is_joined_into_one_record(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(WRAPPED + ["INFO done"]) + "\n", encoding="utf-8")
+    ix = scan_logs([log])
+    assert ix.unparsed_metric_lines == 0
+    assert ix.metrics.count("hf_log") == 1
+    _, values = ix.metrics.series("hf_log", "sampling/importance_sampling_ratio/min")
+    assert values.tolist() == [3.197867121484542e-21]
+    assert ix.lines == 4
+
+
+@pytest.mark.parametrize("after", [
+    [],  # cut at the end of the paste
+    ["", "{'loss': 0.1, 'grad_norm': 1.0, 'epoch': 0.2}"],  # a blank line, then the next record
+    ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "RuntimeError: boom"],
+])
+def test_a_dict_that_never_closes_is_one_unparsed_line_and_what_follows_is_read(tmp_path, after):
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([WRAPPED[0]] + after) + "\n", encoding="utf-8")
+    ix = scan_logs([log])
+    assert ix.unparsed_metric_lines == 1
+    if after and after[0] == "":
+        assert ix.metrics.count("hf_log") == 1
+    if after and after[0].startswith("Traceback"):
+        assert [tb.exception for tb in ix.tracebacks] == ["RuntimeError: boom"]

@@ -183,6 +183,7 @@ def scan_part(path: Path, start: int, stop: int | None, use_automaton: bool | No
         "grammar_counts": scan.grammar_counts, "tail_sample": scan.tail_sample,
         "tracebacks": scan.tracebacks, "walk": scan.walk, "walk_source": scan.walk_source,
         "walk_budget": scan.walk_budget, "arguments": scan.arguments, "command_parts": scan.command_parts,
+        "walk_head": scan.walk_head,
     }
 
 
@@ -253,6 +254,8 @@ def _join(scan: _FileScan, part: dict) -> None:
         scan.tracebacks[key] = tb
     scan.walk, scan.walk_source, scan.walk_budget = part["walk"], part["walk_source"], part["walk_budget"]
     scan.arguments, scan.command_parts = part["arguments"], part["command_parts"]
+    head = part["walk_head"]
+    scan.walk_head = None if head is None else (head[0] + lines, head[1], head[2])
 
 
 def _join_index(out: LogIndex, other: LogIndex) -> None:

@@ -70,6 +70,10 @@ MAX_TIMERS = 1000
 MAX_COMMAND_CHARS = 256 << 10
 MAX_ARGUMENT_LINES = 5000
 MAX_CONTINUATION_LINES = 1000
+# A metric dict a terminal wrapped onto further lines (pasted from a console): at most this many
+# lines and characters are joined to it before it counts as cut off
+MAX_WRAPPED_DICT_LINES = 32
+MAX_WRAPPED_DICT_CHARS = 64 << 10
 SAMPLE_LINES = 200  # lines read at the head and tail of each file for its format and timestamps
 MAX_UNPARSED_SAMPLES = 3
 HEAD_TEXT_CHARS = 64 << 10  # head-of-log text kept for recognising a framework by its markers
@@ -540,6 +544,8 @@ class _FileScan:
         self.walk: str | None = None
         self.walk_source: str | None = None
         self.walk_budget = 0
+        self.walk_head: tuple[int, int, str] | None = None  # a wrapped dict's first line: (line_no, marks, text)
+        self.rejoining = False  # parsing a wrapped dict's joined lines (no second walk from it)
         self.arguments: dict[str, str] = {}
         self.command_parts: list[str] = []
         self.tail_sample: bytes = b""  # the last bytes read, for the last timestamp
@@ -770,7 +776,7 @@ class _FileScan:
                 i += 1
             line_no += 1
             raw = data[pos:le].decode("utf-8", "replace")
-            if not self._walk_feed(raw) and marks:
+            if not self._walk_feed(raw, marks) and marks:
                 self._line(raw, line_no, marks)
             pos = le + 1
         return pos, line_no, i
@@ -792,7 +798,8 @@ class _FileScan:
                     ts, ms, tag = m.group("ts", "ms", "tag")
                     ix.votes["miles" if ms and tag else "slime"] += 1
                     ix.timestamp(_normal_ts(ts, ms))
-                    self._metric(m)
+                    if not self._metric(m):
+                        self._wrapped_or_unparsed(raw, m.group(0), line_no, marks)
                     return
             elif marks == _OTHER_MARK:
                 if "Finish rollout: " in raw:
@@ -832,9 +839,10 @@ class _FileScan:
             if m:
                 if line.fmt is None:
                     ix.votes["bare_metrics"] += 1
-                self._metric(m)
+                if not self._metric(m):
+                    self._wrapped_or_unparsed(raw, m.group(0), line_no, marks)
                 return
-        if marks & _FW_MARK and self._framework_metric(msg, raw):
+        if marks & _FW_MARK and self._framework_metric(msg, raw, line_no, marks):
             return
         if marks & _OTHER_MARK:
             if msg.startswith("Finish rollout:") or "Finish rollout: " in msg:
@@ -852,19 +860,32 @@ class _FileScan:
         if marks & _ERROR_MARK or line.level in ("ERROR", "CRITICAL"):
             self._error(line, line_no)
 
-    def _metric(self, m: re.Match[str]) -> None:
+    def _metric(self, m: re.Match[str]) -> bool:
+        """Record a slime metric line; False when its dict does not parse (the caller decides what it was)."""
         kind, n, text = m.group("kind", "n", "dict")
         try:
             record = parse_metric_dict(text)
         except ValueError:
-            self._unparsed(m.group(0))
-            return
+            return False
         if len(n) > 18:  # past int64 it is not a step (the metric table indexes by int64)
             self._unparsed(m.group(0))
-            return
+            return True
         self.out.metrics.add(kind, int(n), record)
         counts = self.grammar_counts
         counts["slime_dict"] = counts.get("slime_dict", 0) + 1
+        return True
+
+    def _wrapped_or_unparsed(self, raw: str, text: str, line_no: int, marks: int) -> None:
+        """A metric line whose dict did not parse. When the line opens a dict it does not close, a
+        terminal may have wrapped it onto the next lines (a console pasted into an issue): those are
+        joined to it (`_walk_feed`); otherwise, or when they do not close it, it is an unparsed line."""
+        line = raw.rstrip("\r\n")
+        if not self.rejoining and "{" in line and not line.rstrip().endswith("}") and len(line) < MAX_WRAPPED_DICT_CHARS:
+            self._start_walk("dict", None)
+            self.command_parts = [line]
+            self.walk_head = (line_no, marks, text)
+            return
+        self._unparsed(text)
 
     def _unparsed(self, text: str) -> None:
         out = self.out
@@ -872,12 +893,12 @@ class _FileScan:
         if len(out.unparsed_samples) < MAX_UNPARSED_SAMPLES:
             out.unparsed_samples.append(f"{self.where}: {_cap(text.strip())[:300]}")
 
-    def _framework_metric(self, msg: str, raw: str) -> bool:
+    def _framework_metric(self, msg: str, raw: str, line_no: int, marks: int) -> bool:
         """A verl / HF Trainer / ms-swift / OpenRLHF metric line; True when the line was one."""
         try:
             rec = parse_framework_metric(msg)
         except Unparsed:
-            self._unparsed(msg)
+            self._wrapped_or_unparsed(raw, msg, line_no, marks)
             return True
         if rec is None:
             return False
@@ -999,11 +1020,15 @@ class _FileScan:
         if kind == "arguments":
             self.arguments = {}
             self.walk_budget = MAX_ARGUMENT_LINES
+        elif kind == "dict":
+            self.walk_budget = MAX_WRAPPED_DICT_LINES
         else:
             self.walk_budget = MAX_CONTINUATION_LINES
 
-    def _walk_feed(self, raw: str) -> bool:
-        """One line of an open arguments block / continued command; False when it is not part of it."""
+    def _walk_feed(self, raw: str, marks: int = 0) -> bool:
+        """One line of an open arguments block / continued command / wrapped dict; False when it is not part of it."""
+        if self.walk == "dict":
+            return self._dict_feed(raw, marks)
         line = split_line(raw)
         if line.source != self.walk_source:
             return False
@@ -1026,13 +1051,39 @@ class _FileScan:
             self._end_walk()
         return True
 
+    def _dict_feed(self, raw: str, marks: int) -> bool:
+        """One line a wrapped metric dict may continue on. A blank line, a new record (`{`), an error
+        or traceback line, or running past the caps ends it unparsed, and the line is read as itself."""
+        text = raw.rstrip("\r\n")
+        stripped = text.strip()
+        if (not stripped or stripped.startswith("{") or marks & (_ERROR_MARK | _TRACE_MARK) or self.walk_budget <= 0
+                or sum(map(len, self.command_parts)) + len(text) > MAX_WRAPPED_DICT_CHARS):
+            self._end_walk()
+            return False
+        self.walk_budget -= 1
+        self.command_parts.append(text)
+        if stripped.endswith("}"):
+            head = self.walk_head
+            joined = "".join(self.command_parts)
+            self.walk, self.walk_head, self.command_parts = None, None, []
+            assert head is not None
+            self.rejoining = True
+            try:
+                self._line(joined, head[0], head[1])
+            finally:
+                self.rejoining = False
+        return True
+
     def _end_walk(self) -> None:
         if self.walk == "arguments" and self.arguments:
             self.out.arguments = dict(self.arguments)  # the last block wins: the run that failed
         elif self.walk == "command" and self.command_parts:
             self.out.command_line = " ".join(p for p in self.command_parts if p)[:MAX_COMMAND_CHARS]
+        elif self.walk == "dict" and self.walk_head is not None:
+            self._unparsed(self.walk_head[2])  # never closed: a dict cut off, as before
         self.walk = None
         self.walk_source = None
+        self.walk_head = None
         self.arguments = {}
         self.command_parts = []
 
