@@ -59,6 +59,7 @@ OUTCOMES = (
     "version_mismatch",
     "sample_too_long",
     "batch_size_mismatch",
+    "degenerate_groups",
     "nccl_abort",
     "illegal_memory_access",
     "engine_port_conflict",
@@ -584,6 +585,7 @@ _SUMMARY = {
     "version_mismatch": "a package called an API its installed dependency does not have",
     "sample_too_long": "a sample was longer than a hard token budget",
     "batch_size_mismatch": "the framework refused its batch sizes",
+    "degenerate_groups": "the trainer refused one sample per prompt (group advantages need at least two)",
 }
 
 

@@ -779,3 +779,126 @@ def test_sglangs_own_scheduler_refusal_is_read(tmp_path):
 def test_an_unlisted_error_in_vllms_log_format_still_ends_the_job(tmp_path):
     obs = examine(tmp_path, HEAD + "ERROR 10-28 16:21:14 [core.py:710] ValueError: a reason no signature lists\n")
     assert obs.outcome == "other_error", obs.summary
+
+
+# Wordings read in the frameworks' and libraries' sources (each pattern's `source` in probes/signatures.yaml
+# names the file and the thread), and a line beside each that must not match: a log's own line, or the
+# neighbouring message of the same code.
+SOURCE_WORDINGS = [
+    ('cuda_oom', 'RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.\n'),  # npu_oom
+    ('cuda_oom', "node0:1234:5678 [3] include/alloc.h:320 (ncclCuMemAlloc) NCCL WARN Cuda failure 2 'out of memory'\n"),  # nccl_cumem_oom
+    ('cuda_oom', "Cuda failure 2 'out of memory'\n"),  # nccl_lasterror_oom
+    ('killed', '      Exit Code: 137\n'),  # k8s_exit_137
+    ('disk_full', 'Message:        The node was low on resource: ephemeral-storage. Container ebaogi-bff-app was using 34260Ki, which exceeds its request of 0.\n'),  # k8s_ephemeral
+    ('disk_full', '  Warning  Evicted              109s  kubelet                                Pod ephemeral local storage usage exceeds the total limit of containers 5Gi.\n'),  # k8s_ephemeral2
+    ('disk_full', 'RuntimeError: [enforce fail at inline_container.cc:659] . unexpected pos 2387758464 vs 2387758376\n'),  # torch_unexpected_pos
+    ('connection_closed', 'node0:13571:13620 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer node2<42830>\n'),  # nccl_closed_remote
+    ('network_failure', 'node0:1958:1958 [3] bootstrap.cc:126 NCCL WARN Bootstrap : no socket interface found\n'),  # nccl_no_iface
+    ('network_failure', 'node0:1958:1958 [3] bootstrap.cc:120 NCCL WARN NET/Socket : No usable listening interface found\n'),  # nccl_no_listen_iface
+    ('network_failure', 'kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid fd00:1148:9000:5000:4:200:3:ff22 remoteGidsfd00:1148:9000:5000:4:200:3:ff1f\n'),  # nccl_ib_completion_old
+    ('network_failure', 'NET/IBP:Got completion from peer 7.6.13.83<36315> with status=12 opcode=32698 len=32696 vendor err 129 (Send)\n'),  # nccl_ib_completion_new
+    ('network_failure', '[2025-07-23 10:05:49,679 W 51000 51000] gcs_rpc_client.h:151: Failed to connect to GCS at address 192.168.2.40:6379 within 5 seconds.\n'),  # ray_gcs_connect
+    ('network_failure', '2023-06-14 23:53:52,845 WARNING utils.py:1397 -- Unable to connect to GCS at 10.0.53.19:49650. Check that (1) Ray GCS with matching version started successfully at the specified address, and (2) there is no firewall setting preventing access.\n'),  # ray_gcs_unable
+    ('version_mismatch', 'ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently imported.\n'),  # tf_tokenizer_class
+    ('version_mismatch', "ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192, 'rope_type': 'llama3'}\n"),  # tf_rope_scaling
+    ('version_mismatch', 'Exception: data did not match any variant of untagged enum ModelWrapper at line 1251012 column 3\n'),  # tokenizers_untagged_enum
+    ('version_mismatch', 'ImportError: Using the `Trainer` with `PyTorch` requires `accelerate>=0.20.1`: Please run `pip install transformers[torch]` or `pip install accelerate -U`\n'),  # tf_trainer_accelerate
+    ('version_mismatch', 'deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: Installed CUDA version 12.2 does not match the version torch was compiled with 11.7, unable to compile cuda/cpp extensions without a matching cuda version.\n'),  # ds_cuda_mismatch
+    ('version_mismatch', 'ValueError: vLLM version 0.6.3 support has been removed. vLLM 0.5.4 and 0.6.3 are no longer supported. Please use vLLM 0.7.0 or later.\n'),  # verl_vllm_removed
+    ('version_mismatch', 'AssertionError: Streaming VLLM version must be greater than 0.8.5\n'),  # openrlhf_vllm_version
+    ('version_mismatch', 'AssertionError: DeepSpeed version must be >= 0.16.4 for tensor parallel training\n'),  # openrlhf_ds_version
+    ('version_mismatch', 'AssertionError: Megatron does not support numpy 2.x\n'),  # slime_numpy2
+    ('no_pad_token', "ValueError: The specified `pad_token` ('<|pad|>') is not found in the vocabulary of the given `processing_class` (Qwen2TokenizerFast). Ensure that the `pad_token` exists in the vocabulary before using it as a padding token.\n"),  # trl_pad_not_in_vocab
+    ('no_pad_token', 'ValueError: The tokenizer does not have a pad token. Please set `pad_token_id` in the tokenizer.\n'),  # trl_no_pad_token
+    ('batch_size_mismatch', 'ValueError: train_batch_size (16) must be >= actor.ppo_mini_batch_size (32)\n'),  # verl_train_lt_mini
+    ('batch_size_mismatch', 'ValueError: ppo_mini_batch_size (32) must be divisible by ppo_micro_batch_size (6)\n'),  # verl_mini_micro
+    ('batch_size_mismatch', 'ValueError: generation_batch_size (24) must be divisible by the global batch size (16).\n'),  # gen_bs_global
+    ('batch_size_mismatch', 'ValueError: generation_batch_size (24) must be evenly divisible by num_generations (5). Valid values: [2, 3, 4, 6, 8, 12, 24].\n'),  # swift_gen_bs_even
+    ('batch_size_mismatch', 'ValueError: The global eval batch size (4 * 3) must be divisible by the number of generations used for evaluation (8).\n'),  # eval_bs_gens
+    ('batch_size_mismatch', 'ValueError: global batch size (30) is not divisible by micro batch size (2) times data parallel size (4).\n'),  # megatron_gbs_mbs_dp
+    ('batch_size_mismatch', 'AssertionError: global_batch_size 256 is not equal to rollout_batch_size 32 * n_samples_per_prompt 16 // num_steps_per_rollout 1\n'),  # slime_gbs
+    ('batch_size_mismatch', 'ValueError: num_rollout_prompt (6) = generation_batch_size (48) // num_generations (8) must be divisible by dp_size (4).\n'),  # swift_dp_prompts
+    ('degenerate_groups', 'ValueError: GRPO requires at least 2 generations per prompt to calculate the advantages. You provided 1, which is less than the minimum required.\n'),  # trl_one_generation
+    ('degenerate_groups', 'ValueError: num_generations must be greater than 1 for GRPO\n'),  # swift_one_generation
+    ('sample_too_long', 'ValueError: The prompt (total length 25938) is too long to fit into the model (context length 4096). Make sure that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.\n'),  # vllm_prompt_too_long
+]
+SOURCE_NEAR_MISSES = [
+    ('cuda_oom', '[W compiler_depend.ts:123] Warning: NPU memory usage is high\n'),  # npu_oom
+    ('cuda_oom', "node0:1234:5678 [3] transport/p2p.cc:275 NCCL WARN Cuda failure 800 'operation not permitted'\n"),  # nccl_cumem_oom
+    ('cuda_oom', "Cuda failure 1 'invalid argument'\n"),  # nccl_lasterror_oom
+    ('killed', '      Exit Code: 1\n'),  # k8s_exit_137
+    ('disk_full', 'Message:        The node was low on resource: memory. Container egg was using 5053216Ki, which exceeds its request of 0.\n'),  # k8s_ephemeral
+    ('disk_full', '  Warning  Evicted              109s  kubelet                                The node had condition: [MemoryPressure].\n'),  # k8s_ephemeral2
+    ('disk_full', 'RuntimeError: [enforce fail at inline_container.cc:222] . file not found: archive/data.pkl\n'),  # torch_unexpected_pos
+    ('connection_closed', 'node0:13571:13571 [0] NCCL INFO Bootstrap : Using enp10s0:10.10.7.107<0>\n'),  # nccl_closed_remote
+    ('network_failure', 'node0:1958:1958 [3] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>\n'),  # nccl_no_iface
+    ('network_failure', 'node0:1958:1958 [3] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.5<0>\n'),  # nccl_no_listen_iface
+    ('network_failure', 'kp-ddp-worker-0:3468:3905 [4] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.216.210.235<0>\n'),  # nccl_ib_completion_old
+    ('network_failure', 'NCCL INFO NET/IB: Dev 0 Port 1 qpn 1234 mtu 5 LID 0 subnet-prefix 65152\n'),  # nccl_ib_completion_new
+    ('network_failure', '[2024-04-11 16:39:09,766 E 539 649] gcs_rpc_client.h:552: Failed to connect to GCS within 60 seconds. GCS may have been killed.\n'),  # ray_gcs_connect
+    ('network_failure', '2023-06-14 23:53:52,845 INFO worker.py:1636 -- Connecting to existing Ray cluster at address: 10.0.53.19:6379...\n'),  # ray_gcs_unable
+    ('version_mismatch', 'ValueError: Tokenizer class Qwen2Tokenizer does not support the `fast` option.\n'),  # tf_tokenizer_class
+    ('version_mismatch', "ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {'type': 'linear'}\n"),  # tf_rope_scaling
+    ('version_mismatch', 'json.decoder.JSONDecodeError: Expecting value: line 1251012 column 3 (char 0)\n'),  # tokenizers_untagged_enum
+    ('version_mismatch', 'UserWarning: Using the `Trainer` with `PyTorch` on a single GPU.\n'),  # tf_trainer_accelerate
+    ('version_mismatch', 'Installed CUDA version 11.8 does not match the version torch was compiled with 11.7 but since the APIs are compatible, accepting this combination\n'),  # ds_cuda_mismatch
+    ('version_mismatch', 'INFO vllm version 0.8.5 detected, using sleep level 2\n'),  # verl_vllm_removed
+    ('version_mismatch', 'INFO Streaming VLLM version 0.9.0\n'),  # openrlhf_vllm_version
+    ('version_mismatch', 'DeepSpeed version: 0.16.4\n'),  # openrlhf_ds_version
+    ('version_mismatch', 'UserWarning: Megatron support for numpy 2.x is experimental\n'),  # slime_numpy2
+    ('no_pad_token', "ValueError: The specified `eos_token` ('<|im_end|>') is not found in the vocabulary of the given `processing_class` (Qwen2TokenizerFast).\n"),  # trl_pad_not_in_vocab
+    ('no_pad_token', 'Setting `pad_token_id` to `eos_token_id`:151643 for open-end generation.\n'),  # trl_no_pad_token
+    ('batch_size_mismatch', 'train_batch_size (32) >= actor.ppo_mini_batch_size (16): ok\n'),  # verl_train_lt_mini
+    ('batch_size_mismatch', 'ppo_mini_batch_size (32) is divisible by ppo_micro_batch_size (8)\n'),  # verl_mini_micro
+    ('batch_size_mismatch', 'generation_batch_size (32) and steps_per_generation (2) configured\n'),  # gen_bs_global
+    ('batch_size_mismatch', 'generation_batch_size (24) = per_device_train_batch_size * world_size * steps_per_generation\n'),  # swift_gen_bs_even
+    ('batch_size_mismatch', 'The global eval batch size is 12.\n'),  # eval_bs_gens
+    ('batch_size_mismatch', 'setting number of micro-batches to constant 4\n'),  # megatron_gbs_mbs_dp
+    ('batch_size_mismatch', 'global_batch_size 512 = rollout_batch_size 32 * n_samples_per_prompt 16 // num_steps_per_rollout 1\n'),  # slime_gbs
+    ('batch_size_mismatch', 'num_rollout_prompt (8) = generation_batch_size (64) // num_generations (8)\n'),  # swift_dp_prompts
+    ('degenerate_groups', 'GRPO with 8 generations per prompt\n'),  # trl_one_generation
+    ('degenerate_groups', 'num_generations_eval must be greater than 0\n'),  # swift_one_generation
+    ('sample_too_long', 'INFO The prompt (total length 1200) fits the model (context length 4096).\n'),  # vllm_prompt_too_long
+]
+
+
+@pytest.mark.parametrize(("outcome", "line"), SOURCE_WORDINGS, ids=[f"{c[0]}-{i}" for i, c in enumerate(SOURCE_WORDINGS)])
+def test_source_wordings_are_recognised(tmp_path, outcome, line):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == outcome, obs.summary
+    assert obs.evidence["pattern_source"]
+
+
+@pytest.mark.parametrize(("outcome", "line"), SOURCE_NEAR_MISSES, ids=[f"not-{c[0]}-{i}" for i, c in enumerate(SOURCE_NEAR_MISSES)])
+def test_source_near_misses_are_not_the_failure(tmp_path, outcome, line):
+    assert examine(tmp_path, HEAD + line).outcome != outcome
+
+
+def test_nccl_shared_memory_failure_is_not_a_full_disk(tmp_path):
+    # newer NCCL ends its /dev/shm failure in ENOSPC's words: a container's shared memory, not a filesystem
+    line = ("ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 "
+            "bytes, error: No space left on device (28)\n")
+    assert examine(tmp_path, HEAD + line).outcome != "disk_full"
+
+
+def test_an_eviction_is_decided_by_what_the_node_ran_low_on(tmp_path):
+    # kubectl describe: `Reason: Evicted` first, the kubelet's reason after it (kubernetes/kubernetes#91600)
+    block = ("Status:         Failed\nReason:         Evicted\nMessage:        The node was low on resource: "
+             "ephemeral-storage. Container trainer was using 34260Ki, which exceeds its request of 0.\n")
+    assert examine(tmp_path, HEAD + block).outcome == "disk_full"
+
+
+def test_one_generation_refused_at_start_is_the_degenerate_group_verdict(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    log = tmp_path / "job.log"
+    log.write_text(
+        '  File "/usr/local/lib/python3.11/site-packages/trl/trainer/grpo_config.py", line 812, in __post_init__\n'
+        "ValueError: GRPO requires at least 2 generations per prompt to calculate the advantages. You provided 1, "
+        "which is less than the minimum required.\n", encoding="utf-8")
+    rc = main(["run", str(log), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "algo.degenerate_groups"
+    assert rc == 0

@@ -93,6 +93,10 @@ ERROR_WORDS: tuple[str, ...] = (
     # SGLang's scheduler refusing an input (managers/utils.py validate_input_length) and NumPy's
     # ABI message, which hold none of the words above
     "allowed length", "compiled using NumPy",
+    # Kubernetes' pod status and eviction lines, Ray's head-node connect failure and NCCL's InfiniBand
+    # work-completion error (probes/signatures.yaml), which hold none of the words above either
+    "Exit Code:", "low on resource", "ephemeral local storage", "ephemeral storage limit", "GCS at",
+    "Got completion from peer",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -119,6 +123,8 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"NCCL", b"Watchdog", b"timed out", b"timing out", b"Max retries", b"already in use", b"boundary",
         b"padding token", b"does not ", b"fallen off the bus",
         b"% full", b"context length", b"Connect to", b"ould not load", b"allowed length", b"using NumPy",
+        b"Exit Code:", b"low on resource", b"ephemeral local storage", b"ephemeral storage limit", b"GCS at",
+        b"Got completion from peer",
     )),
     (b"Traceback", _ERROR_MARK | _TRACE_MARK),
     *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
