@@ -15,8 +15,10 @@ log's tracebacks (`triage/formats/tracebacks.py`):
 - the component, from the printing actor's name and the frames' files: trainer,
   inference engine, rollout manager / driver, Ray, data loading, reward function.
 
-`located` when a traceback (or, lacking any, a fatal line) was found; `not_located` when
-the log holds none.
+`located` when a traceback (or, lacking any, a fatal line) was found; `cut_off` when the
+traceback that decides ends before its exception line (a paste or a log cut mid-way: where
+it crashed is known, what it crashed on is not, so nothing says that no known cause
+explains it); `not_located` when the log holds none.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ class CrashLocation(Probe):
     """Where an unrecognised crash happened: first exception, component, rank, node, frame, step, count."""
 
     name = "crash_location"
-    outcomes = ("located", "not_located")
+    outcomes = ("located", "cut_off", "not_located")
     needs = ("log",)
     cost = Cost.STATIC
 
@@ -213,7 +215,21 @@ class CrashLocation(Probe):
             + (f", in {frame.function} ({frame.file}:{frame.line})" if frame else "")
             + f", {when}{copies}{hidden_note}."
         )
-        confidence = 0.8 if root.type and not _is_cascade(chain) else 0.6
+        if not root.type:
+            # the frames lost their exception line; an error line the log does hold says what it was
+            alone = self._fatal_line_only(run, base)
+            if alone.outcome == "located" and not str(alone.evidence.get("exception", "")).startswith("Traceback"):
+                cut = {"where": chain.where, "component": component, "frame": str(frame) if frame else None}
+                return alone.model_copy(update={"evidence": {**alone.evidence, "cut_traceback": cut}})
+            return self.observe(
+                "cut_off",
+                f"The {component}'s traceback at {chain.where} ends before its exception line (the log or the paste was "
+                "cut)" + (f"; it was in {frame.function} ({frame.file}:{frame.line})" if frame else "")
+                + f", {when}. What it crashed on is not in the log: paste the traceback's last lines.",
+                0.6,
+                **evidence,
+            )
+        confidence = 0.8 if not _is_cascade(chain) else 0.6
         return self.observe("located", summary, confidence, **evidence)
 
     def _fatal_line_only(self, run: Run, base: dict[str, Any]) -> Observation:

@@ -268,15 +268,24 @@ def test_each_component_crash_walks_to_crash_unrecognized(tmp_path, capsys, name
     assert ev["frame"].endswith(f"in {frame}")
 
 
-def test_a_traceback_cut_mid_way_is_still_located(tmp_path):
-    # a pasted fragment that stops inside the frames (issue threads often cut the paste there)
+def test_a_traceback_cut_mid_way_is_placed_but_not_called_unrecognised(tmp_path, capsys):
+    # a pasted fragment that stops inside the frames (issue threads often cut the paste there): where it
+    # crashed is known, what it crashed on is not, so no verdict says that no known cause explains it
+    import json
+
+    from triage.cli import main
+
     cut = "\n".join(DATA.splitlines()[:-3]) + "\n"
     _, obs = locate(tmp_path, cut)
-    assert obs.outcome == "located"
+    assert obs.outcome == "cut_off"
     ev = obs.evidence
     assert ev["exception_type"] is None and "cut before its exception" in ev["exception"]
     assert ev["component"] == "data loading"
     assert ev["frame"].endswith("in __getitem__")
+    assert "paste the traceback's last lines" in obs.summary
+    main(["run", str(tmp_path), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
 
 
 def test_a_gzipped_log_is_read_the_same(tmp_path):
@@ -315,3 +324,30 @@ def test_a_traceback_whose_header_was_cut_is_read_from_its_frames(tmp_path):
     (tmp_path / "job.log").write_text(text, encoding="utf-8")
     obs = ErrorSignatures().examine(open_run(str(tmp_path)))
     assert obs.outcome == "version_mismatch", obs.summary
+
+
+def test_a_cut_traceback_gives_way_to_the_error_line_another_paste_holds(tmp_path):
+    # OpenRLHF/OpenRLHF#728's two pastes: the error line alone, then the frames without it
+    (tmp_path / "job.log").write_text(
+        "ValueError: placement group bundle index 6 is invalid. Valid placement group indexes: 0-4\n", encoding="utf-8")
+    (tmp_path / "job-2.log").write_text(
+        "(LLMRayActor pid=146238)   File \"openrlhf/trainer/ray/vllm_engine.py\", line 43, in __init__\n"
+        "(LLMRayActor pid=146238)     self.llm = LLM(*args, **kwargs)\n", encoding="utf-8")
+    obs = CrashLocation().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "located"
+    assert obs.evidence["exception"].startswith("ValueError: placement group bundle index 6 is invalid")
+    assert obs.evidence["cut_traceback"]["frame"].endswith("in __init__")
+
+
+def test_an_exception_line_that_lost_its_prefix_closes_the_frames_above_it(tmp_path):
+    (tmp_path / "job.log").write_text(
+        "(LLMRayActor pid=146238) Traceback (most recent call last):\n"
+        "(LLMRayActor pid=146238)   File \"openrlhf/trainer/ray/vllm_engine.py\", line 43, in __init__\n"
+        "(LLMRayActor pid=146238)     self.llm = LLM(*args, **kwargs)\n"
+        "ValueError: placement group bundle index 6 is invalid. Valid placement group indexes: 0-4\n"
+        "INFO some later line\n", encoding="utf-8")
+    obs = CrashLocation().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "located"
+    assert obs.evidence["exception_type"] == "ValueError"
+    assert obs.evidence["frame"].endswith("in __init__")
+    assert obs.evidence["actor"] == "LLMRayActor"

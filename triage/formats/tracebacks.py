@@ -392,6 +392,13 @@ class TracebackReader:
         text, origin, repeated = split_origin(raw)
         key = (origin.actor, origin.pid, origin.rank)
         tb = self.open.get(key)
+        if tb is None and key == (None, None, None) and self.open:
+            # an exception line printed (or pasted) without the prefix its frames carried, right
+            # below them: the one traceback whose frames end on the line above is its owner
+            above = [k for k, t in self.open.items() if t.state == "frames" and t.last_line == line_no - 1]
+            if len(above) == 1 and _EXCEPTION.match(text.strip()) and split_line(text).fmt is None:
+                key = above[0]
+                tb = self.open[key]
         if tb is None:
             if ("step" in text or "rollout" in text or "/it" in text or "it/s" in text) and (m := _RECORD_STR.search(text)):
                 if m.group(1) == "rollout":
