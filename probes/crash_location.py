@@ -36,6 +36,7 @@ from triage.formats.tracebacks import (
     in_app,
     package_of,
     read_tracebacks,
+    went_on_after,
 )
 from triage.probe import Cost, Probe
 from triage.thresholds import threshold
@@ -153,10 +154,7 @@ class CrashLocation(Probe):
 
         def survived(g: ChainGroup) -> bool:
             """The job logged several more steps (or rollouts) after this error: it did not stop there."""
-            last_step, last_rollout = reader.final_records.get(g.first.path, (None, None))
-            c = g.first
-            return any(final is not None and final - (at if at is not None else -1) > went_on
-                       for final, at in ((last_step, c.last_step), (last_rollout, c.last_rollout)))
+            return went_on_after(reader, g.first, went_on)
 
         fatal = [g for g in groups if not survived(g)] or groups
         causes = [g for g in fatal if not _is_cascade(g.first)]

@@ -731,7 +731,7 @@ class ErrorSignatures(Probe):
             )
         return self.observe(
             "none",
-            f"No fatal error in {len(log.files)} log file(s): no traceback and no error message the guides list.",
+            f"No fatal error in {len(log.files)} log file(s): no exception line and no error message the guides list.",
             0.7 if not log.truncated_tail else 0.5,
             log_truncated=log.truncated_tail,
             **base,

@@ -215,7 +215,7 @@ class Symptom(Probe):
                 continue
             candidates.append((order, line, "other_error", "root"))
         if not candidates:
-            return None
+            return self._cut_traceback(run)
         if hang_evidence and all(HANG_LINE.search(c[1].text) for c in candidates):
             return None  # the watchdog timeouts (and the abort they trigger) of a hang, not a crash of their own
         roots = [c for c in candidates if c[3] == "root"]
@@ -228,6 +228,40 @@ class Symptom(Probe):
             "text": line.text[:500],
             "error_lines": len(candidates),
         }
+
+    @staticmethod
+    def _cut_traceback(run: Run) -> dict[str, Any] | None:
+        """A pasted traceback cut before its exception (and often above its header), which holds no
+        error line: the job still stopped on an error, only its words are missing. Paste-sized logs
+        only (a job's own log prints its exception line, which the scan reads)."""
+        from pathlib import Path
+
+        from probes.oom_context import PASTE_BYTES
+        from triage.formats.tracebacks import read_tracebacks, went_on_after
+
+        for path in run.artifacts.logs:
+            try:
+                if Path(path).stat().st_size > PASTE_BYTES:
+                    continue
+                reader = read_tracebacks([Path(path)])
+            except OSError:
+                continue
+            went_on = threshold("symptom.survived_after")
+            cut = [g.first for g in reader.groups.values()  # (not a stack the job printed and went on from)
+                   if not g.first.root.type and g.first.root.frames and not went_on_after(reader, g.first, went_on)]
+            if cut:
+                chain = min(cut, key=lambda c: c.start_line)
+                inner = chain.root.frames[-1]
+                return {
+                    "reason": (f"the log holds a traceback cut before its exception at {chain.where} "
+                               f"(innermost frame: {inner.function} in {inner.file}:{inner.line})"),
+                    "confidence": 0.6,
+                    "error": "cut_traceback",
+                    "where": chain.where,
+                    "text": str(inner),
+                    "error_lines": 0,
+                }
+        return None
 
     @staticmethod
     def _stuck(run: Run) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,15 +63,26 @@ def test_healthy_slime_and_hf_runs_have_no_symptom(tmp_path):
 
 
 def test_a_log_without_metrics_is_never_said_to_have_healthy_metrics(tmp_path):
-    (tmp_path / "job.log").write_text(  # verl-project/verl#302's paste, cut inside its traceback
-        "(main_task pid=1748945) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
-        "ray::WorkerDict.actor_rollout_generate_sequences() (pid=1751030, ip=10.65.194.91)\n"
-        "(main_task pid=1748945)   File \"/verl/verl/workers/fsdp_workers.py\", line 463, in generate_sequences\n"
-        "(main_task pid=1748945)     with self.rollout_sharding_manager:\n", encoding="utf-8")
+    (tmp_path / "job.log").write_text(
+        "(main_task pid=1748945) [2025-03-01 10:00:00] main_ppo.py:54 - Training Progress: 0/100\n", encoding="utf-8")
     obs = classify(open_run(str(tmp_path)))
     assert obs.outcome == "no_symptom"
     assert "there are no metrics to check" in obs.summary
     assert "healthy ranges" not in obs.summary
+
+
+def test_a_pasted_traceback_cut_before_its_exception_is_an_error_exit(tmp_path):
+    (tmp_path / "job.log").write_text(  # verl-project/verl#302's paste, cut inside its traceback
+        "(main_task pid=1748945) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+        "ray::WorkerDict.actor_rollout_generate_sequences() (pid=1751030, ip=10.65.194.91)\n"
+        "(main_task pid=1748945)   File \"/verl/verl/workers/fsdp_workers.py\", line 463, in generate_sequences\n"
+        "(main_task pid=1748945)     with self.rollout_sharding_manager:\n"
+        "(main_task pid=1748945)   File \"/verl/verl/workers/sharding_manager/fsdp_vllm.py\", line 79, in __enter__\n"
+        "(main_task pid=1748945)     self.inference_engine.wake_up()\n", encoding="utf-8")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "error_exit"
+    assert obs.evidence["details"]["error_exit"]["error"] == "cut_traceback"
+    assert "cut before its exception" in obs.summary and "__enter__" in obs.summary
 
 
 def test_crash_with_nan_is_an_error_exit_and_ignore_errors_falls_through_to_nonfinite(tmp_path):
@@ -311,3 +323,14 @@ def test_a_log_holding_only_a_package_list_has_nothing_to_classify(tmp_path):
     with pytest.raises(Unavailable) as exc:
         classify(open_run(str(tmp_path)))
     assert "no log record of the job" in exc.value.reason
+
+
+def test_a_printed_stack_the_job_went_on_from_is_not_an_exit(tmp_path):
+    # frames with no exception line (a warning's stack), then many more steps: the job did not stop there
+    log = slime_metrics_log(healthy_series())
+    job = Path(log.write(tmp_path / "s"))
+    lines = job.read_text(encoding="utf-8").splitlines()
+    stack = ['  File "/usr/lib/python3.11/threading.py", line 995, in _bootstrap', "    self._bootstrap_inner()"]
+    job.write_text("\n".join(lines[:5] + stack + lines[5:]) + "\n", encoding="utf-8")
+    obs = classify(open_run(str(tmp_path / "s")))
+    assert obs.outcome == "no_symptom", obs.evidence["details"]

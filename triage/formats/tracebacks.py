@@ -542,6 +542,14 @@ class TracebackReader:
             self._close(key, cut=True)
 
 
+def went_on_after(reader: TracebackReader, chain: Chain, records: float) -> bool:
+    """Whether the job logged more than `records` further steps (or rollouts) after this traceback in
+    its file: an error it survived, or a stack it printed and went on from, not where it stopped."""
+    last_step, last_rollout = reader.final_records.get(chain.path, (None, None))
+    return any(final is not None and final - (at if at is not None else -1) > records
+               for final, at in ((last_step, chain.last_step), (last_rollout, chain.last_rollout)))
+
+
 def _last_record(data: bytes, start: int, end: int, needles: tuple[bytes, ...], other: bytes) -> int | None:
     """The number of the last record line in data[start:end] holding one of `needles` (and
     being a record of this kind, not of `other`)."""
