@@ -27,6 +27,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from probes.error_signatures import CONSEQUENCE_LINE, node_of, quote, rank_of, scan, short
+from probes.oom_context import COLOCATION_FRAME
 from triage.finding import Observation
 from triage.formats.tracebacks import (
     Chain,
@@ -219,6 +220,17 @@ class CrashLocation(Probe):
             if alone.outcome == "located" and not str(alone.evidence.get("exception", "")).startswith("Traceback"):
                 cut = {"where": chain.where, "component": component, "frame": str(frame) if frame else None}
                 return alone.model_copy(update={"evidence": {**alone.evidence, "cut_traceback": cut}})
+            frames = [str(f) for f in root.frames]
+            wake = next((f for f in reversed(frames) if COLOCATION_FRAME.search(f)), None)
+            if wake is not None:
+                # not a verdict (the error's words are missing): a candidate the report ranks first
+                evidence["suggests"] = [{
+                    "verdict": "memory.colocate_second_step",
+                    "because": f"the traceback was cut inside the engine's sleep / wake-up (`{wake}`), where a colocated "
+                               "run hands GPU memory between training and rollout; an error there is most often that "
+                               "switch running out of memory (verl-project/verl#575, #302)",
+                }]
+            evidence["frames"] = frames[-12:]
             return self.observe(
                 "cut_off",
                 f"The {component}'s traceback at {chain.where} ends before its exception line (the log or the paste was "

@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from triage.errors import TriageError
+from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.log_index import LogIndex, LogLine
 from triage.probe import Cost, Probe
+from triage.thresholds import threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -728,6 +729,16 @@ class ErrorSignatures(Probe):
                 first_where=min(result.fatal_lines, key=lambda f: f[1])[0].where(),
                 last_where=max(result.fatal_lines, key=lambda f: f[1])[0].where(),
                 **base,
+            )
+        from probes.oom_context import PASTE_BYTES  # (it builds on this module)
+        from triage.formats.tracebacks import cut_traceback
+
+        cut = cut_traceback(list(run.artifacts.logs), PASTE_BYTES, threshold("symptom.survived_after"))
+        if cut is not None:  # the error's own words are not in the log: no signature can be ruled out
+            raise Unavailable(
+                "log",
+                f"the traceback at {cut.where} is cut before its exception line, so the error's words are not in the log",
+                "paste the traceback down to its last line (the exception and its message)",
             )
         return self.observe(
             "none",

@@ -231,37 +231,24 @@ class Symptom(Probe):
 
     @staticmethod
     def _cut_traceback(run: Run) -> dict[str, Any] | None:
-        """A pasted traceback cut before its exception (and often above its header), which holds no
-        error line: the job still stopped on an error, only its words are missing. Paste-sized logs
-        only (a job's own log prints its exception line, which the scan reads)."""
-        from pathlib import Path
-
+        """A pasted traceback cut before its exception, which holds no error line: the job still
+        stopped on an error, only its words are missing."""
         from probes.oom_context import PASTE_BYTES
-        from triage.formats.tracebacks import read_tracebacks, went_on_after
+        from triage.formats.tracebacks import cut_traceback
 
-        for path in run.artifacts.logs:
-            try:
-                if Path(path).stat().st_size > PASTE_BYTES:
-                    continue
-                reader = read_tracebacks([Path(path)])
-            except OSError:
-                continue
-            went_on = threshold("symptom.survived_after")
-            cut = [g.first for g in reader.groups.values()  # (not a stack the job printed and went on from)
-                   if not g.first.root.type and g.first.root.frames and not went_on_after(reader, g.first, went_on)]
-            if cut:
-                chain = min(cut, key=lambda c: c.start_line)
-                inner = chain.root.frames[-1]
-                return {
-                    "reason": (f"the log holds a traceback cut before its exception at {chain.where} "
-                               f"(innermost frame: {inner.function} in {inner.file}:{inner.line})"),
-                    "confidence": 0.6,
-                    "error": "cut_traceback",
-                    "where": chain.where,
-                    "text": str(inner),
-                    "error_lines": 0,
-                }
-        return None
+        chain = cut_traceback(list(run.artifacts.logs), PASTE_BYTES, threshold("symptom.survived_after"))
+        if chain is None:
+            return None
+        inner = chain.root.frames[-1]
+        return {
+            "reason": (f"the log holds a traceback cut before its exception at {chain.where} "
+                       f"(innermost frame: {inner.function} in {inner.file}:{inner.line})"),
+            "confidence": 0.6,
+            "error": "cut_traceback",
+            "where": chain.where,
+            "text": str(inner),
+            "error_lines": 0,
+        }
 
     @staticmethod
     def _stuck(run: Run) -> dict[str, Any] | None:

@@ -351,3 +351,47 @@ def test_an_exception_line_that_lost_its_prefix_closes_the_frames_above_it(tmp_p
     assert obs.evidence["exception_type"] == "ValueError"
     assert obs.evidence["frame"].endswith("in __init__")
     assert obs.evidence["actor"] == "LLMRayActor"
+
+
+VERL_302 = (  # verl-project/verl#302's paste, cut inside vLLM's wake-up
+    "(main_task pid=1748945) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+    "ray::WorkerDict.actor_rollout_generate_sequences() (pid=1751030, ip=10.65.194.91)\n"
+    "(main_task pid=1748945)   File \"/verl/verl/workers/fsdp_workers.py\", line 463, in generate_sequences\n"
+    "(main_task pid=1748945)     with self.rollout_sharding_manager:\n"
+    "(main_task pid=1748945)   File \"/verl/verl/workers/sharding_manager/fsdp_vllm.py\", line 79, in __enter__\n"
+    "(main_task pid=1748945)     self.inference_engine.wake_up()\n"
+    "(main_task pid=1748945)   File \"miniconda/envs/verl/lib/python3.10/site-packages/vllm/entrypoints/llm.py\", "
+    "line 1244, in wake_up\n"
+    "(main_task pid=1748945)     self.llm_engine.wake_up()\n"
+)
+
+
+def test_a_paste_cut_inside_the_engines_wake_up_ranks_the_phase_switch_first(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(VERL_302, encoding="utf-8")
+    main(["run", str(tmp_path), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
+    signatures = next(s for s in report["path"] if s["probe"] == "error_signatures")
+    assert signatures["outcome"] == "unavailable"  # the error's words are cut: no signature is ruled out
+    assert "cut before its exception line" in signatures["summary"]
+    first = report["candidates"][0]
+    assert first["id"] == "memory.colocate_second_step"
+    assert "sleep / wake-up" in first["supports"][0]
+
+
+def test_a_paste_cut_elsewhere_suggests_nothing(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(VERL_302.split("(main_task pid=1748945)   File \"/verl/verl/workers/sharding")[0],
+                                      encoding="utf-8")
+    main(["run", str(tmp_path), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    located = next(s for s in report["path"] if s["probe"] == "crash_location")
+    assert located["outcome"] == "cut_off" and "suggests" not in located["evidence"]
+    assert all(c["id"] != "memory.colocate_second_step" or not c["supports"] for c in report["candidates"])

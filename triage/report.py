@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field
 from triage import __version__
 from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.coverage import Coverage, build_coverage, confidence_factor
-from triage.differential import Candidate, rank_candidates
+from triage.differential import Boost, Candidate, apply_boost, rank_candidates
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
 from triage.graph import DecisionGraph
 from triage.memory.models import ChangeSummary, History
@@ -150,6 +150,22 @@ def _ruled_out(graph: DecisionGraph, findings: list[Finding], verdict: str) -> l
     return out
 
 
+# A probe's hint that the walk could not decide on (`evidence["suggests"]`: a verdict and why),
+# weighted below a change since the last good run and a cause the team confirmed
+SUGGESTION_WEIGHT = 0.5
+
+
+def _suggested(findings: list[Finding]) -> dict[str, Boost]:
+    out: dict[str, Boost] = {}
+    for f in findings:
+        for s in f.evidence.get("suggests") or []:
+            if isinstance(s, dict) and isinstance(s.get("verdict"), str):
+                prior = out.get(s["verdict"])
+                out[s["verdict"]] = Boost(weight=SUGGESTION_WEIGHT,
+                                          supports=[*(prior.supports if prior else []), str(s.get("because", ""))])
+    return out
+
+
 def _not_checked(findings: list[Finding]) -> list[NotChecked]:
     out = []
     for f in findings:
@@ -178,6 +194,10 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
     candidates: list[Candidate] = []
     if walk.verdict == INCONCLUSIVE:
         candidates = rank_candidates(graph, walk.findings, {r.verdict for r in ruled_out})
+        hints = _suggested(walk.findings)
+        if hints:
+            titles = {vid: v.title for vid, v in graph.catalog.items()}
+            candidates = apply_boost(candidates, hints, titles, {r.verdict for r in ruled_out})
         if not_checked:
             missing = "; ".join(f"{n.probe}: {n.reason}" for n in not_checked)
             explanation = f"{explanation} Could not check: {missing}."
