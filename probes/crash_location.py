@@ -35,6 +35,7 @@ from triage.formats.tracebacks import (
     Frame,
     first_app_frame,
     in_app,
+    cut_traceback,
     package_of,
     read_tracebacks,
     went_on_after,
@@ -137,6 +138,28 @@ def _group_evidence(g: ChainGroup) -> dict[str, Any]:
     }
 
 
+def pasted_cut_traceback(run: Run) -> Chain | None:
+    """The traceback a paste-sized log holds that was cut before its exception line, unless the job
+    logged steps after it. A job's own log prints its exception line; only a paste is cut like this.
+    One answer for the symptom, the signature check and the crash's place."""
+    from pathlib import Path
+
+    from probes.oom_context import PASTE_BYTES
+
+    small = set()
+    for path in run.artifacts.logs:
+        try:
+            if Path(path).stat().st_size <= PASTE_BYTES:
+                small.add(str(path))
+        except OSError:
+            continue
+    if not small:
+        return None
+    # a run made of pastes shares the run's reader; a large log beside a paste is not read for this
+    reader = run.tracebacks if len(small) == len(run.artifacts.logs) else read_tracebacks([Path(p) for p in sorted(small)])
+    return cut_traceback(reader, threshold("symptom.survived_after"), small)
+
+
 class CrashLocation(Probe):
     """Where an unrecognised crash happened: first exception, component, rank, node, frame, step, count."""
 
@@ -146,7 +169,7 @@ class CrashLocation(Probe):
     cost = Cost.STATIC
 
     def examine(self, run: Run) -> Observation:
-        reader = read_tracebacks(list(run.artifacts.logs))
+        reader = run.tracebacks
         groups = sorted(reader.groups.values(), key=lambda g: _order(run, g.first))
         base: dict[str, Any] = {"tracebacks": reader.chains, "distinct_errors": len(groups)}
         if not groups:

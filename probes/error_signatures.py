@@ -42,7 +42,6 @@ from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.log_index import LogIndex, LogLine
 from triage.probe import Cost, Probe
-from triage.thresholds import threshold
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -730,10 +729,9 @@ class ErrorSignatures(Probe):
                 last_where=max(result.fatal_lines, key=lambda f: f[1])[0].where(),
                 **base,
             )
-        from probes.oom_context import PASTE_BYTES  # (it builds on this module)
-        from triage.formats.tracebacks import cut_traceback
+        from probes.crash_location import pasted_cut_traceback  # (it builds on this module)
 
-        cut = cut_traceback(list(run.artifacts.logs), PASTE_BYTES, threshold("symptom.survived_after"))
+        cut = pasted_cut_traceback(run)
         if cut is not None:  # the error's own words are not in the log: no signature can be ruled out
             raise Unavailable(
                 "log",

@@ -233,10 +233,9 @@ class Symptom(Probe):
     def _cut_traceback(run: Run) -> dict[str, Any] | None:
         """A pasted traceback cut before its exception, which holds no error line: the job still
         stopped on an error, only its words are missing."""
-        from probes.oom_context import PASTE_BYTES
-        from triage.formats.tracebacks import cut_traceback
+        from probes.crash_location import pasted_cut_traceback
 
-        chain = cut_traceback(list(run.artifacts.logs), PASTE_BYTES, threshold("symptom.survived_after"))
+        chain = pasted_cut_traceback(run)
         if chain is None:
             return None
         inner = chain.root.frames[-1]

@@ -550,21 +550,13 @@ def went_on_after(reader: TracebackReader, chain: Chain, records: float) -> bool
                for final, at in ((last_step, chain.last_step), (last_rollout, chain.last_rollout)))
 
 
-def cut_traceback(paths: list[Path], max_bytes: int, went_on: float) -> Chain | None:
-    """The first traceback cut before its exception line in the files no larger than `max_bytes`
-    (a paste that stops inside the frames, often above its header too), unless the job logged
-    more than `went_on` steps after it (a stack it printed and went on from). A job's own log
-    prints its exception line; only a paste is cut like this."""
-    found: list[Chain] = []
-    for path in paths:
-        try:
-            if Path(path).stat().st_size > max_bytes:
-                continue
-            reader = read_tracebacks([Path(path)])
-        except OSError:
-            continue
-        found += [g.first for g in reader.groups.values()
-                  if not g.first.root.type and g.first.root.frames and not went_on_after(reader, g.first, went_on)]
+def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | None = None) -> Chain | None:
+    """The first traceback the reader holds that was cut before its exception line (a paste that
+    stops inside the frames, often above its header too), in `paths` when given, unless the job
+    logged more than `went_on` steps after it (a stack it printed and went on from)."""
+    found = [g.first for g in reader.groups.values()
+             if not g.first.root.type and g.first.root.frames and (paths is None or g.first.path in paths)
+             and not went_on_after(reader, g.first, went_on)]
     return min(found, key=lambda c: (c.path, c.start_line)) if found else None
 
 

@@ -88,8 +88,6 @@ def same_job(a: dict[str, str], b: dict[str, str]) -> bool:
 
 def _traceback_signature(run: Run) -> str | None:
     """The first traceback's signature in log order (the crash the walk's `crash_location` would pick first)."""
-    from triage.formats.tracebacks import read_tracebacks
-
     logs = list(run.artifacts.logs)
     if not logs:
         return None
@@ -99,7 +97,7 @@ def _traceback_signature(run: Run) -> str | None:
     except OSError:
         return None
     try:
-        reader = read_tracebacks(logs)
+        reader = run.tracebacks  # (the reader the walk's crash_location used, when it ran here)
     except (OSError, TriageError):
         return None
     pos = {str(p): i for i, p in enumerate(logs)}

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from triage.formats.dumps import RolloutDump
     from triage.formats.slime_log import LogIndex
     from triage.formats.trainer_state import TrainerState
+    from triage.formats.tracebacks import TracebackReader
     from triage.metrics import Metrics
     from triage.versions import RunVersions
 
@@ -80,6 +81,13 @@ class Run:
         from triage.formats.slime_log import scan_logs
 
         return scan_logs(self.artifacts.logs)
+
+    @cached_property
+    def tracebacks(self) -> TracebackReader:
+        """Every traceback of the run's logs, grouped: read once for the probes that place a crash."""
+        from triage.formats.tracebacks import read_tracebacks
+
+        return read_tracebacks(list(self.artifacts.logs))
 
     @cached_property
     def args(self) -> RunArgs:
