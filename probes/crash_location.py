@@ -44,6 +44,7 @@ from triage.probe import Cost, Probe
 from triage.thresholds import threshold
 
 if TYPE_CHECKING:
+    from triage.formats.log_index import LogLine
     from triage.run.run import Run
 
 # Errors that report another process's failure rather than a cause of their own.
@@ -136,6 +137,26 @@ def _group_evidence(g: ChainGroup) -> dict[str, Any]:
         "count": g.count,
         "processes": len(g.processes),
     }
+
+
+# How far above a traceback's first line the message logged with it may be: a logger's
+# `logger.exception("… failed: %s", e)` line, then `Exception in thread …:`, then the traceback.
+MESSAGE_LINES_ABOVE = 3
+_NOT_THE_MESSAGE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|Exception in thread\b|During handling of)"
+                              r"|Unhandled error \(suppress with")  # Ray's wrapper of a remote error, not its words
+# the message carries the error's own words: `warmup error: HTTPConnectionPool(…): Max retries exceeded …`,
+# `load failed: [Errno 2] …`, `… ValueError: …` (a header such as `Invocation of collective_rpc method failed` does not)
+_CARRIES_THE_ERROR = re.compile(r"(?:\b[A-Z]\w*(?:Error|Exception)\b|\b[Ee]rror|\b[Ff]ailed|\[Errno \d+\])\s*:\s*\S")
+
+
+def _message_logged_with(run: Run, chain: Chain) -> LogLine | None:
+    """The error line the program logged right above a traceback (the message `logging.exception` and
+    `traceback.print_exc` callers print first), when the traceback itself lost its exception line."""
+    above = [e for e in run.log.errors
+             if str(e.path) == str(chain.path) and chain.start_line - MESSAGE_LINES_ABOVE <= e.line_no < chain.start_line
+             and (e.level or "").upper() not in ("WARNING", "WARN", "INFO", "DEBUG") and not _NOT_THE_MESSAGE.search(e.text)
+             and _CARRIES_THE_ERROR.search(e.text)]
+    return min(above, key=lambda e: e.line_no) if above else None
 
 
 def pasted_cut_traceback(run: Run) -> Chain | None:
@@ -239,10 +260,21 @@ class CrashLocation(Probe):
         )
         if not root.type:
             # the frames lost their exception line; an error line the log does hold says what it was
+            cut = {"where": chain.where, "component": component, "frame": str(frame) if frame else None}
             alone = self._fatal_line_only(run, base)
             if alone.outcome == "located" and not str(alone.evidence.get("exception", "")).startswith("Traceback"):
-                cut = {"where": chain.where, "component": component, "frame": str(frame) if frame else None}
                 return alone.model_copy(update={"evidence": {**alone.evidence, "cut_traceback": cut}})
+            logged = _message_logged_with(run, chain)
+            if logged is not None:
+                return self.observe(
+                    "located",
+                    f"The {component} logged `{short(logged.text, 140)}` at {logged.where()} right before a traceback "
+                    f"that the paste cut before its exception line ({chain.where}): that message is the error"
+                    + (f", in {frame.function} ({frame.file}:{frame.line})" if frame else "") + f", {when}.",
+                    0.6,
+                    **{**evidence, "exception": short(logged.text, 300), "exception_type": None, "where": logged.where(),
+                       "line": quote(logged), "cut_traceback": cut},
+                )
             frames = [str(f) for f in root.frames]
             wake = next((f for f in reversed(frames) if COLOCATION_FRAME.search(f)), None)
             if wake is not None:

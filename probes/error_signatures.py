@@ -102,6 +102,19 @@ FATAL_LINE = re.compile(
     r"|core dumped"
     r"|terminate called after throwing"
     r"|\bChildFailedError\b"
+    # NCCL's CUDACHECK: a CUDA call inside NCCL failed, and the collective returns ncclUnhandledCudaError;
+    # NCCL's init refusing two ranks on one GPU (init.cc: `Duplicate GPU detected : rank 1 and rank 0 both on
+    # CUDA device 40`, ncclInvalidUsage)
+    r"|NCCL WARN Cuda failure\b|NCCL WARN Duplicate GPU detected\b"
+    # Hydra's report of the exception that ended the app (hydra/_internal/utils.py, run_and_report),
+    # printed right before its traceback: verl's entry points run under Hydra
+    r"|^Error executing job with overrides: "
+    # an OSError printed as the job's last words without its type (`print(e)`, `str(e)`):
+    # `[Errno 2] No such file or directory: '…/model_optim_rng.pt'`
+    r"|^\[Errno \d+\] "
+    # a CUDA device-side assert (`Indexing.cu:1284: indexSelectLargeIndex: block: [37,0,0], thread: [92,0,0]
+    # Assertion `srcIndex < srcSelectDimSize` failed.`): the kernel's assert() kills the CUDA context
+    r"|\bblock: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `.*` failed"
     # a pasted `raise SomeError("…")` code line outside any traceback: the statement the job died on
     # (inside a traceback the code lines are frames, never error lines)
     r"|^\s*raise [A-Z]\w*(?:Error|Exception)\("
@@ -129,6 +142,12 @@ class Signature:
     context_scope: Literal["window", "frames"] = "window"
     # a hardware fault is local: the match counts only when its lines come from one node
     one_node: bool = False
+    # the error was raised in one package's code called from another's: the innermost frame is in a
+    # package of `_PACKAGE` and an outer frame in a different one (one framework's call into another)
+    cross_package: bool = False
+
+    def frames_hold(self, frames: Iterable[str]) -> bool:
+        return not self.cross_package or crosses_packages(tuple(frames))
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -271,6 +290,7 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
                 pattern_sources=pattern_sources,
                 context_scope=scope,
                 one_node=bool(entry.get("one_node", False)),
+                cross_package=bool(entry.get("cross_package", False)),
             )
         )
     return tuple(out)
@@ -376,10 +396,12 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
         sig = None
         if prefilter is None or prefilter.search(line.text):
             sig = next(
-                (s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds(context_texts(line, s.context_scope)))),
+                (s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds(context_texts(line, s.context_scope)))
+                 and s.frames_hold(frames.get(key, ()))),
                 None,
             )
-            if sig is None and key not in frames and any(s.context_scope == "frames" and s.matches(line.text) for s in sigs):
+            # (frames the index tied but could not read, say unindented ones, count as none)
+            if sig is None and not frames.get(key) and any(s.context_scope == "frames" and s.matches(line.text) for s in sigs):
                 pending.append(line)
         if sig is not None:
             result.matches.append(SignatureMatch(sig, line, order(line), frames.get(key, ())))
@@ -387,7 +409,38 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
             result.fatal_lines.append((line, order(line), frames.get(key, ())))
     if pending:
         result = _with_remote_frames(log, sigs, result, pending, order)
-    return _local_faults_only(result)
+    return _local_faults_only(_what_carries_the_terminate(result))
+
+
+def _what_carries_the_terminate(result: ErrorScan) -> ErrorScan:
+    """A header printed before an error's own words is not an error of its own when those words follow:
+    C++'s `terminate called after throwing an instance of 'X'` before `  what():  <message>` (libstdc++'s
+    verbose terminate handler), Hydra's `Error executing job with overrides: [...]` before the traceback
+    of the exception that ended the app, a `raise X(` code line of a frame above the exception it
+    raised. With the words in the log, they decide; a header alone is still the job's last line."""
+    later: dict[str, list[int]] = {}
+    for m in result.matches:
+        later.setdefault(m.line.path, []).append(m.line.line_no)
+    for f in result.fatal_lines:
+        if not _HEADER.search(f[0].text):
+            later.setdefault(f[0].path, []).append(f[0].line_no)
+    kept = []
+    for f in result.fatal_lines:
+        line = f[0]
+        if _HEADER.search(line.text) and any(
+                line.line_no < n <= line.line_no + HEADER_REACH for n in later.get(line.path, ())):
+            continue
+        kept.append(f)
+    if len(kept) == len(result.fatal_lines):
+        return result
+    return ErrorScan(matches=result.matches, fatal_lines=kept)
+
+
+_HEADER = re.compile(r"terminate called after throwing an instance of |^Error executing job with overrides: "
+                     r"|^\s*raise [A-Z]\w*(?:Error|Exception)\(")  # a frame's code line above the exception it raised
+# how far below its header the error's own line may be: `what():` is the next line; Hydra's traceback
+# runs as long as the stack, and 400 lines hold about 100 frames (file line, code line, `^^^` markers)
+HEADER_REACH = 400
 
 
 def _with_remote_frames(log: LogIndex, sigs: tuple[Signature, ...], result: ErrorScan, pending: list[LogLine],
@@ -409,7 +462,8 @@ def _with_remote_frames(log: LogIndex, sigs: tuple[Signature, ...], result: Erro
         got = found.get((line.path, line.line_no))
         if not got:
             continue
-        sig = next((s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds([line.text, *got]))), None)
+        sig = next((s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds([line.text, *got]))
+                    and s.frames_hold(got)), None)
         if sig is not None:
             extra.append(SignatureMatch(sig, line, order(line), got))
     if not extra:
@@ -552,9 +606,20 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
 _XID = re.compile(r"\bXid \([^)]*\):\s*(\d+)|\bXid (\d+)\b")
 _DISK_PATH = re.compile(r"(?:device|exceeded)[:,]?\s*'([^']+)'")
 _PEER = re.compile(r"(?:Connect to|peer \[?|host )\s*([\w.:-]+(?:<\d+>)?)")
+def crosses_packages(frames: tuple[str, ...]) -> bool:
+    """The innermost frame is in a known package and an outer frame in another one."""
+    if not frames:
+        return False
+    inner = _PACKAGE.search(frames[-1])
+    if inner is None:
+        return False
+    return any((m := _PACKAGE.search(f)) is not None and m.group(1) != inner.group(1) for f in frames[:-1])
+
+
 _PACKAGE = re.compile(
-    r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|transformer_engine|sglang|sgl_kernel|vllm|deepspeed"
-    r"|flash_attn|peft|accelerate|trl)\b")
+    r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|mbridge|transformer_engine|sglang|sgl_kernel|vllm"
+    r"|deepspeed|flash_attn|peft|accelerate|trl|verl|slime|miles|openrlhf|swift|tensordict|bitsandbytes|xgrammar"
+    r"|outlines|axolotl)\b")
 # `ImportError: /path/lib.so: undefined symbol: _ZN5torch3jit…` (the dynamic loader's message through CPython)
 _UNDEFINED_SYMBOL = re.compile(r"(?:(?P<library>/\S+\.so(?:\.[\w.]+)?): )?undefined symbol: (?P<symbol>\w+)")
 # Itanium-mangled names: `_ZN` + length-prefixed namespace (`3c10`, `2at`, `5torch`)

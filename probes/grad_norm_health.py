@@ -97,7 +97,7 @@ def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | 
     steps = series.steps
     usable = np.isfinite(values) & (values > 0)
     if int(usable.sum()) < p.min_records:
-        return None
+        return _beyond_the_absolute_bar(series, usable, p)
     v, st = values[usable], steps[usable]
     med, mad = median_mad(v)
     unstable_frac = float(np.mean(v > p.unstable))
@@ -139,6 +139,24 @@ def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | 
                     f"the largest {top.value:.3g} at step {top.step} ({top.ratio:.1f}x the running level)")
         return a
     a.reason = f"grad_norm stays at a median of {med:.3g} (max {float(v.max()):.3g}) with no spike or upward shift"
+    return a
+
+
+def _beyond_the_absolute_bar(series: Series, usable: np.ndarray, p: GradNormParams) -> GradNormAssessment | None:
+    """Too few records for a level or a trend; a value above the guide's absolute bar ("spikes above 100
+    indicate instability") needs neither, so a short paste with one is still a spike. None otherwise."""
+    v, st = series.values[usable].astype(np.float64), series.steps[usable]
+    over = v > p.spike_abs
+    if not over.any():
+        return None
+    med = float(np.median(v))
+    spikes = [Spike(int(i), int(st[i]), float(v[i]), med, float("nan"), float(v[i]) / med if med > 0 else float("inf"))
+              for i in np.flatnonzero(over)]
+    a = GradNormAssessment("spikes", series.source, int(v.size), med, 0.0, unstable_fraction=float(np.mean(v > p.unstable)))
+    a.spikes, a.onset_step = spikes, spikes[0].step
+    top = max(spikes, key=lambda x: x.value)
+    a.reason = (f"grad_norm reaches {top.value:.3g} at step {top.step}, above the guide's absolute bar of {p.spike_abs:g} "
+                f"({len(spikes)} of {v.size} records; too few records to judge its level or trend)")
     return a
 
 

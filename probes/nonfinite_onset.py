@@ -64,13 +64,42 @@ def watched_series(run: Run) -> list[Series]:
     return out
 
 
+# The series an update is made of: a NaN that reaches training shows in them (the axolotl guide:
+# "If grad_norm goes to NaN, the backward pass is the problem. If loss is NaN ... the forward pass").
+UPDATE_SERIES = ("grad_norm", "loss")
+
+
+def _finite_update_at(run: Run, steps: tuple[int, ...] | list[int]) -> bool:
+    """The loss and grad_norm (those logged) are finite at every one of `steps`, and at least one was logged there."""
+    seen = False
+    for name in UPDATE_SERIES:
+        u = run.metrics.get(name)
+        if u is None or not len(u):
+            continue
+        at = np.isin(u.steps, np.asarray(steps))
+        if not at.any():
+            continue
+        if at.sum() < len(steps) or not np.all(np.isfinite(u.values[at])):
+            return False
+        seen = True
+    return seen
+
+
 def nonfinite_by_series(run: Run) -> list[tuple[Series, NonFinite]]:
-    """Every watched series with a NaN / Inf, earliest onset first (grad_norm first on a tie)."""
+    """Every watched series with a NaN / Inf, earliest onset first (grad_norm first on a tie).
+
+    A diagnostic series (kl, entropy, a reward, log-probs) that is NaN only on records whose loss and
+    grad_norm are finite did not reach the update: a metric averaged over nothing (a KL logged without
+    a reference model, a ratio over zero tokens), not training gone non-finite; it is left out.
+    """
     found = []
     for order, s in enumerate(watched_series(run)):
         nf = nonfinite_onset(s.values, s.steps)
-        if nf is not None:
-            found.append((order, s, nf))
+        if nf is None:
+            continue
+        if s.name not in UPDATE_SERIES and _finite_update_at(run, [int(x) for x in nf.steps]):
+            continue
+        found.append((order, s, nf))
     found.sort(key=lambda t: (t[2].onset_step, t[0]))
     return [(s, nf) for _o, s, nf in found]
 

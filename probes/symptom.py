@@ -102,6 +102,11 @@ class SymptomParams(BaseModel):
     garbled_fraction: float = threshold("text.garbled_fraction")  # this share of garbled samples: garbled
 
 
+def _metric_records(run: Run) -> int:
+    """Records of the longest training series (loss, grad_norm, reward) the run logged."""
+    return max((len(x) for k in ("grad_norm", "loss", "reward") if (x := run.metrics.get(k)) is not None), default=0)
+
+
 def _holds_job_records(log: Any) -> bool:
     """Whether a log holds anything the job itself wrote: a metric, an error, a traceback, a progress or
     timer line, a timestamp, its arguments or command line."""
@@ -174,8 +179,12 @@ class Symptom(Probe):
         if not order:
             what = [k.replace("_", " ") for k, v in evidence["inputs"].items() if v]
             listed = " and ".join([", ".join(what[:-1]), what[-1]] if len(what) > 1 else what)
-            metrics = ("the metrics stay in the guides' healthy ranges" if has_metrics
-                       else "there are no metrics to check")
+            records = _metric_records(run) if has_metrics else 0
+            metrics = ("there are no metrics to check" if not has_metrics else
+                       "the metrics stay in the guides' healthy ranges" if records >= count("health.grad_norm.min_records")
+                       else "its metrics hold no loss, grad_norm or reward to judge" if records == 0
+                       else f"its {records} metric record{'s' if records != 1 else ''} show no metric symptom "
+                            "(too few to call the metrics healthy)")
             return self.observe(
                 "no_symptom",
                 f"No symptom in the run's {listed}: no fatal error, hang or garbled rollout, and {metrics}."

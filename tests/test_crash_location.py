@@ -395,3 +395,53 @@ def test_a_paste_cut_elsewhere_suggests_nothing(tmp_path, capsys):
     located = next(s for s in report["path"] if s["probe"] == "crash_location")
     assert located["outcome"] == "cut_off" and "suggests" not in located["evidence"]
     assert all(c["id"] != "memory.colocate_second_step" or not c["supports"] for c in report["candidates"])
+
+
+def test_the_message_logged_above_a_cut_traceback_is_the_error(tmp_path):
+    # sgl-project/sglang#748 as pasted: the server logs the warmup's error, then a traceback the paste cut
+    log = (
+        "[gpu_id=0] max_total_num_tokens=38165, max_prefill_tokens=16384, max_running_requests=64, context_len=32768\n"
+        "Initialization failed. warmup error: HTTPConnectionPool(host='0.0.0.0', port=30000): Max retries exceeded with "
+        "url: /generate (Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f655bc34400>: "
+        "Failed to establish a new connection: [Errno 111] Connection refused'))\n"
+        "Exception in thread Thread-1 (_wait_and_warmup):\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/urllib3/connection.py", line 196, in _new_conn\n'
+        "    sock = connection.create_connection(\n"
+    )
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.evidence["where"].endswith("job.log:2")
+    assert obs.evidence["exception"].startswith("Initialization failed. warmup error:")
+    assert obs.evidence["cut_traceback"]["where"].endswith("job.log:6")
+
+
+def test_a_header_above_a_cut_traceback_does_not_stand_for_its_error(tmp_path):
+    # vLLM's `Invocation of collective_rpc method failed` names no error: the words are in the cut part
+    pre = "(LLMRayActor pid=585804) (EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094] "
+    log = (pre + "Invocation of collective_rpc method failed\n" + pre + "Traceback (most recent call last):\n"
+           + pre + '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 1091, in _handle_client_request\n'
+           + pre + "    result = method(*self._convert_msgspec_args(method, args))\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "cut_off", obs.summary
+
+
+def test_a_traceback_that_lost_its_indentation_keeps_its_frames(tmp_path):
+    # OpenRLHF/OpenRLHF#922 as pasted: Ray's prefix on every line, no indentation, `^^^^` markers
+    pre = "(ActorModelRayActor pid=700388) "
+    log = "".join(pre + x + "\n" for x in (
+        'File "~/.venv/lib/python3.12/site-packages/openrlhf/trainer/ray/vllm_engine.py", line 58, in init_process_group',
+        "return self.llm.collective_rpc(",
+        "^^^^^^^^^^^^^^^^^^^^^^^^",
+        'File "~/.venv/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 495, in collective_rpc',
+        "executor = self.llm_engine.model_executor",
+        "^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "AttributeError: 'LLMEngine' object has no attribute 'model_executor'",
+    ))
+    sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.evidence["exception_type"] == "AttributeError"
+    assert "collective_rpc" in obs.evidence["innermost_frame"]
+    # raised in vLLM's code called from OpenRLHF's: the catalog's "one framework's call into another"
+    assert sig.outcome == "version_mismatch", sig.summary
+    assert sig.evidence["signature"] == "cross_package_attribute"

@@ -785,6 +785,7 @@ def test_an_unlisted_error_in_vllms_log_format_still_ends_the_job(tmp_path):
 # names the file and the thread), and a line beside each that must not match: a log's own line, or the
 # neighbouring message of the same code.
 SOURCE_WORDINGS = [
+    ('engine_port_conflict', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (127.0.0.1, 51216).\n'),  # loopback_port_unserved
     ('cuda_oom', 'RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.\n'),  # npu_oom
     ('cuda_oom', "node0:1234:5678 [3] include/alloc.h:320 (ncclCuMemAlloc) NCCL WARN Cuda failure 2 'out of memory'\n"),  # nccl_cumem_oom
     ('cuda_oom', "Cuda failure 2 'out of memory'\n"),  # nccl_lasterror_oom
@@ -823,6 +824,7 @@ SOURCE_WORDINGS = [
     ('sample_too_long', 'ValueError: The prompt (total length 25938) is too long to fit into the model (context length 4096). Make sure that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.\n'),  # vllm_prompt_too_long
 ]
 SOURCE_NEAR_MISSES = [
+    ('engine_port_conflict', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (10.0.0.12, 29500).\n'),  # loopback_port_unserved: another node's address is the network
     ('cuda_oom', '[W compiler_depend.ts:123] Warning: NPU memory usage is high\n'),  # npu_oom
     ('cuda_oom', "node0:1234:5678 [3] transport/p2p.cc:275 NCCL WARN Cuda failure 800 'operation not permitted'\n"),  # nccl_cumem_oom
     ('cuda_oom', "Cuda failure 1 'invalid argument'\n"),  # nccl_lasterror_oom
@@ -902,3 +904,170 @@ def test_one_generation_refused_at_start_is_the_degenerate_group_verdict(tmp_pat
     report = json.loads(capsys.readouterr().out)
     assert report["root_cause"]["id"] == "algo.degenerate_groups"
     assert rc == 0
+
+
+def test_a_remote_actors_import_error_with_its_address_in_front_is_a_version_mismatch(tmp_path):
+    # xorbitsai/xoscar re-raises an actor's error with `[address=…, pid=…]` before its message
+    # (sgl-project/sglang#2552: outlines' build_regex_from_schema gone under vllm 0.6.5)
+    line = ("ImportError: [address=0.0.0.0:40067, pid=32176] cannot import name 'build_regex_from_schema' from "
+            "'outlines.fsm.json_schema' (/root/miniconda3/envs/xinf/lib/python3.10/site-packages/outlines/fsm/json_schema.py)\n")
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["signature"] == "dependency_api_mismatch"
+
+
+def test_a_circular_import_in_an_installed_package_is_not_a_version_mismatch(tmp_path):
+    line = ("ImportError: cannot import name 'Foo' from partially initialized module 'mypkg.models' (most likely due to "
+            "a circular import) (/usr/lib/python3.10/site-packages/mypkg/models.py)\n")
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome != "version_mismatch", obs.summary
+
+
+def test_a_class_attribute_the_installed_dependency_lacks_is_a_version_mismatch(tmp_path):
+    # verl-project/verl#6927: Megatron-Core 0.18 removed ModelType.encoder_and_decoder; the paste starts at
+    # a frame line that lost its indentation, with no `Traceback` header above it
+    log = ('File ".../verl/utils/megatron_utils.py", line 72, in get_model\n'
+           "    assert model_type != ModelType.encoder_and_decoder, (\n"
+           "AttributeError: type object 'ModelType' has no attribute 'encoder_and_decoder'\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert "verl" in obs.evidence["packages"]
+    # the same wording in the user's own script, with no package in its frames, is not a version
+    own = ('Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    Config.lr\n'
+           "AttributeError: type object 'Config' has no attribute 'lr'\n")
+    assert examine(tmp_path, own).outcome == "other_error"
+
+
+def test_an_error_vllm_logs_from_inside_a_ray_actor_is_read_through_both_prefixes(tmp_path):
+    # vLLM v1 prefixes its engine process's lines `(EngineCore_DP0 pid=…)` and its logger's
+    # `ERROR MM-DD HH:MM:SS [file:line]`, inside Ray's own `(Actor pid=…)` (OpenRLHF/OpenRLHF#1193)
+    pre = "(LLMRayActor pid=585804) (EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094] "
+    log = (pre + "Invocation of collective_rpc method failed\n"
+           + pre + "Traceback (most recent call last):\n"
+           + pre + '  File "/home/u/.local/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 657, in collective_rpc\n'
+           + pre + "    return self.model_executor.collective_rpc(method, timeout, args, kwargs)\n"
+           + pre + "TypeError: collective_rpc() got an unexpected keyword argument 'non_block'\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["packages"] == ["vllm"]
+    assert obs.evidence["line"]["where"].endswith("job.log:5")
+
+
+def test_cpps_terminate_header_does_not_hide_the_watchdog_timeout_under_it(tmp_path):
+    # NVIDIA/Megatron-LM#935: libstdc++ prints `terminate called after throwing …` and then the message as `what():`
+    log = ("terminate called after throwing an instance of 'c10::DistBackendError'\n"
+           "  what():  [PG 1 Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught "
+           "collective operation timeout: WorkNCCL(SeqNum=199, OpType=_REDUCE_SCATTER_BASE, NumelIn=7098994688, "
+           "NumelOut=443687168, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "nccl_abort", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:2")
+    # a terminate whose message no signature explains is still the unlisted error it was
+    other = "terminate called after throwing an instance of 'std::runtime_error'\n  what():  bad state\n"
+    assert examine(tmp_path, other).outcome == "other_error"
+
+
+@pytest.mark.parametrize("line", [
+    # a CUDA kernel's device-side assert (NVIDIA/Megatron-LM#1038), printed before any traceback
+    "/opt/pytorch/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [37,0,0], "
+    "thread: [92,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n",
+    # an OSError printed as the job's last words (NVIDIA/Megatron-LM#185)
+    "[Errno 2] No such file or directory: 'checkpoints/gpt2_345m/iter_0006000/mp_rank_00/model_optim_rng.pt'\n",
+    # NCCL's CUDACHECK inside a Ray actor (THUDM/slime#1106)
+    "(MegatronTrainRayActor pid=228664) [2025-12-13 03:21:03] e54db9740f9d:228664:229081 [1] enqueue.cc:42 NCCL WARN "
+    "Cuda failure 'named symbol not found'\n",
+])
+def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
+    obs = examine(tmp_path, line)
+    assert obs.outcome == "other_error", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:1")
+
+
+def test_an_errno_in_the_middle_of_a_retry_message_is_not_the_jobs_end(tmp_path):
+    obs = examine(tmp_path, "connect failed with [Errno 111] Connection refused, retrying in 5 s\n")
+    assert obs.outcome == "none", obs.summary
+
+
+def test_an_attribute_missing_on_a_users_own_object_is_not_a_version_mismatch(tmp_path):
+    # the same wording, raised in the user's reward function called from verl: not one package's call into another
+    log = ("Traceback (most recent call last):\n"
+           '  File "/workspace/verl/verl/workers/reward_manager/naive.py", line 88, in __call__\n'
+           "    score = self.compute_score(data_source, response_str, ground_truth)\n"
+           '  File "/home/u/my_reward.py", line 12, in compute_score\n'
+           "    return scorer.grade(solution)\n"
+           "AttributeError: 'Scorer' object has no attribute 'grade'\n")
+    assert examine(tmp_path, log).outcome == "other_error"
+    # nor a value left unset inside one package
+    none = log.replace("'Scorer'", "'NoneType'").replace("/home/u/my_reward.py", "/usr/lib/python3/site-packages/vllm/x.py")
+    assert examine(tmp_path, none).outcome == "other_error"
+
+
+def test_hydras_header_gives_way_to_the_error_its_traceback_ends_on(tmp_path):
+    # verl's entry points run under Hydra, which prints this line before the app's traceback
+    hydra = "Error executing job with overrides: ['trainer.nnodes=1', 'trainer.n_gpus_per_node=8']\n"
+    log = (hydra + "Traceback (most recent call last):\n"
+           '  File "/workspace/verl/verl/trainer/main_ppo.py", line 64, in main\n    run_ppo(config)\n'
+           "torch.distributed.DistBackendError: [Rank 3] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600019 "
+           "milliseconds before timing out.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "nccl_abort", obs.summary
+    # alone, the header is still where the job stopped (verl-project/verl#217 pasted only that line)
+    obs = examine(tmp_path, "some output\n" + hydra)
+    assert obs.outcome == "other_error" and obs.evidence["line"]["where"].endswith("job.log:2")
+
+
+@pytest.mark.parametrize("prefix", [
+    "2025-07-25T07:53:08.21748708+08:00 stdout F ",  # a pod's log file as kubelet writes it (CRI)
+    "> ",  # a quoted GitHub comment
+])
+def test_what_carried_a_line_is_stripped_before_it_is_read(tmp_path, prefix):
+    log = prefix + "[2025-07-25 07:53:08 TP2] Scheduler hit an exception: Traceback (most recent call last):\n" + \
+        prefix + '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2512, in run\n' + \
+        prefix + "    scheduler.event_loop_overlap()\n" + \
+        prefix + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "cuda_oom", obs.summary
+    assert obs.evidence["line"]["text"].startswith("torch.OutOfMemoryError")
+
+
+@pytest.mark.parametrize("line", [
+    # astral-sh/uv (sgl-project/sglang#11628: sglang 0.5.3.post1 pinned the yanked transformers 4.57.0)
+    "  × No solution found when resolving dependencies:\n",
+    # pypa/pip's resolver
+    "ERROR: Cannot install sglang==0.5.3 and transformers==4.40.0 because these package versions have conflicting "
+    "dependencies.\n",
+])
+def test_a_resolver_that_finds_no_versions_is_a_version_mismatch(tmp_path, line):
+    obs = examine(tmp_path, line)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["signature"] == "runtime_version_check"
+
+
+def test_frames_pasted_without_indentation_or_function_names_still_name_the_package(tmp_path):
+    # NVIDIA/Megatron-LM#293 as pasted: the renderer ate `<module>` and every indent
+    log = ("Traceback (most recent call last):\n"
+           'File "pretrain_gpt.py", line 28, in\n'
+           "from megatron.training import pretrain\n"
+           'File "/mnt/wd/megatron/training.py", line 43, in\n'
+           "from megatron.optimizer import get_megatron_optimizer\n"
+           'File "/mnt/wd/megatron/optimizer/clip_grads.py", line 19, in\n'
+           "from torch._six import inf\n"
+           "ModuleNotFoundError: No module named 'torch._six'\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:8")
+
+
+def test_a_raise_line_of_a_frame_gives_way_to_the_exception_printed_under_it(tmp_path):
+    # axolotl-ai-cloud/axolotl#3008 as pasted: frames without their header, torchrun's launcher raising
+    log = ('  File "/usr/local/lib/python3.11/dist-packages/torch/distributed/launcher/api.py", line 269, in launch_agent\n'
+           "    raise ChildFailedError(\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+           "axolotl.cli.train FAILED\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:3")
+    # a raise statement pasted alone is still the line the job died on
+    obs = examine(tmp_path, '    raise ValueError("reward function returned None")\n')
+    assert obs.outcome == "other_error" and obs.evidence["line"]["where"].endswith("job.log:1")

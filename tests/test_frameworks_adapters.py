@@ -236,3 +236,43 @@ def test_a_command_line_file_names_the_framework_when_the_log_does_not(tmp_path)
     from triage.run import open_run
 
     assert open_run(str(tmp_path)).framework == "verl"
+
+
+# --- Megatron's iteration line ------------------------------------------------------------------
+
+# NVIDIA/Megatron-LM megatron/training/training.py (training_log): one line per logged iteration
+MEGATRON_LOG = "".join(
+    f" [2026-03-03 16:38:{30 + i:02d}] iteration {i:8d}/     624 | consumed samples: {128 * i:12d} | elapsed time per "
+    f"iteration (ms): 3988.6 | learning rate: 9.999746E-07 | global batch size:   128 | lm loss: {2.5 - 0.1 * i:.6E} | "
+    f"loss scale: 1.0 | grad norm: {0.5 + 0.01 * i:.3f} | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+    for i in range(1, 4))
+# ms-swift's Megatron backend adds its GRPO metrics to the same line (modelscope/ms-swift#8173)
+SWIFT_MEGATRON_LOG = (
+    " [2026-03-03 16:38:36] iteration        2/     624 | consumed samples:          256 | elapsed time per iteration "
+    "(ms): 3988.6 | memory(GiB): 83.46 | elapsed time: 3m 8s | remaining time: 16h 12m 43s | learning rate: "
+    "9.999746E-07 | global batch size:   128 | loss: -2.529132E-02 | kl: 1.107648E-02 | reward: 7.636719E-01 | "
+    "reward_std: 5.223095E-01 | frac_reward_zero_std: 6.250000E-02 | grad norm: 75.173 |\n"
+)
+
+
+def test_megatrons_iteration_line_is_a_metric_record(tmp_path):
+    index = scan_logs([_log(tmp_path, MEGATRON_LOG)])
+    assert index.framework == "megatron"
+    run = open_file_run(str(tmp_path / "job.log"))
+    g = run.metrics.get("grad_norm")
+    assert g.source == "megatron:grad norm" and list(g.steps) == [1, 2, 3]
+    assert list(g.values) == pytest.approx([0.51, 0.52, 0.53])
+    assert run.metrics.get("loss").values[0] == pytest.approx(2.4)
+    assert run.metrics.get("lr").values[0] == pytest.approx(9.999746e-07)
+
+
+def test_ms_swifts_megatron_backend_line_is_read_with_its_grpo_metrics(tmp_path):
+    index = scan_logs([_log(tmp_path, SWIFT_MEGATRON_LOG)])
+    assert index.framework == "ms_swift"
+    run = open_file_run(str(tmp_path / "job.log"))
+    assert run.metrics.get("reward").values[0] == pytest.approx(0.7636719)
+    assert run.metrics.get("frac_reward_zero_std").values[0] == pytest.approx(0.0625)
+    assert run.metrics.get("grad_norm").values[0] == pytest.approx(75.173)
+    keys = set(index.metrics.keys("megatron"))
+    assert "elapsed time" not in keys and "remaining time" not in keys  # `3m 8s` is not a number
+    assert "memory(GiB)" in keys

@@ -807,3 +807,31 @@ def test_truncation_real_when_texts_run_on(tmp_path):
     obs = examine(Truncation(), _truncation_log(tmp_path / "cut", [" Let me also check"] * 6))
     assert obs.outcome == "mostly_truncated"
     assert obs.evidence["text_endings"]["end_on_terminator"] == 0
+
+
+def test_a_nan_only_in_kl_while_loss_and_grad_norm_are_finite_is_not_training_gone_nan(tmp_path):
+    # modelscope/ms-swift#4465: `"kl": NaN` on records whose loss and grad_norm are finite (a KL with nothing
+    # to average), which did not reach the update
+    s = healthy_hf_series(30)
+    s["kl"] = np.full(30, math.nan)
+    obs = examine(NonfiniteOnset(), hf_run(tmp_path / "kl", s))
+    assert obs.outcome == "none", obs.summary
+    # the same NaN with the loss NaN on those records is the training's
+    s["loss"] = s["loss"].copy()
+    s["loss"][20:] = math.nan
+    obs = examine(NonfiniteOnset(), hf_run(tmp_path / "loss", s))
+    assert obs.outcome == "persistent", obs.summary
+    assert obs.evidence["onset_step"] == 1 and obs.evidence["persistent_from_step"] == 1
+
+
+def test_a_grad_norm_above_the_absolute_bar_is_a_spike_even_in_two_records(tmp_path):
+    # NVIDIA-NeMo/ProRL-Agent-Server#40: two slime records with grad_norm ~3e9
+    s = healthy_hf_series(2)
+    s["grad_norm"] = np.array([2955012562.8, 2217390918.5])
+    obs = examine(GradNormHealth(), hf_run(tmp_path / "big", s))
+    assert obs.outcome == "spikes", obs.summary
+    assert obs.evidence["spikes"][0]["value"] == pytest.approx(2955012562.8)
+    assert "absolute bar of 100" in obs.summary
+    # two ordinary records are still too few to judge
+    with pytest.raises(Unavailable):
+        examine(GradNormHealth(), hf_run(tmp_path / "small", healthy_hf_series(2)))

@@ -170,3 +170,30 @@ def test_command_ends_at_shell_operators_but_not_at_stop_strings():
     assert parse_command_line("cd /root && python3 train.py --seed 1 > out.log; echo done") == {"seed": 1}
     stops = parse_command_line("python3 train.py --rollout-stop '<|im_end|>' '</answer>' --n 1")
     assert stops == {"rollout_stop": ["<|im_end|>", "</answer>"], "n": 1}
+
+
+def test_a_cli_command_pasted_among_log_lines_gives_the_runs_arguments(tmp_path):
+    # modelscope/ms-swift#5890 pasted its package list, its `swift rlhf` command and its log in one block
+    from triage.run import open_run
+
+    (tmp_path / "job.log").write_text(
+        "deepspeed                                0.15.4\n"
+        "transformers                             4.55.2\n"
+        "NPROC_PER_NODE=8 \\\n"
+        "swift rlhf \\\n"
+        "    --rlhf_type grpo \\\n"
+        "    --num_generations 8 \\\n"
+        "    --per_device_train_batch_size 4\n"
+        '{"loss": -0.0, "grad_norm": 0.0, "reward": 0.7, "global_step/max_steps": "1/100"}\n',
+        encoding="utf-8")
+    run = open_run(str(tmp_path))
+    assert run.args.get("num_generations") == 8 and run.args.get("rlhf_type") == "grpo"
+    assert run.args.source_of("num_generations") == "command_line"
+
+
+def test_a_package_list_row_is_not_a_launch_command(tmp_path):
+    from triage.formats.pasted_command import pasted_command
+
+    log = tmp_path / "job.log"
+    log.write_text("deepspeed                                0.15.4\naccelerate 1.2.0\ntorchrun\n", encoding="utf-8")
+    assert pasted_command([log]) is None

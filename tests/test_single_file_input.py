@@ -121,3 +121,20 @@ def test_fragment_checks_without_a_subprocess():
         open_bytes_run(b"", what="the text 'x'")
     with pytest.raises(BadInput, match="single line"):
         open_bytes_run(b"a\n" + b"b" * ((1 << 20) + 1) + b"\nc\n")
+
+
+def test_candidates_no_finding_points_at_are_not_called_supported(monkeypatch, capsys):
+    # a lone OSError line (NVIDIA/Megatron-LM#185) is located, and a paste with nothing to decide from
+    # lists what the blocked checks could decide without ranking them as supported
+    _stdin(monkeypatch, b"[Errno 2] No such file or directory: 'checkpoints/iter_0006000/mp_rank_00/model_optim_rng.pt'\n")
+    assert main(["run", "-", "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "crash.unrecognized"
+    assert report["path"][-1]["evidence"]["where"].endswith(":1")
+    _stdin(monkeypatch, b"(TaskRunner pid=1) step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.2\n")
+    main(["run", "-", "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
+    assert all(c["score"] == 0 and not c["supports"] for c in report["candidates"]), report["candidates"]
+    assert "Nothing observed points at one cause" in report["root_cause"]["explanation"]
+    assert "most supported first" not in report["root_cause"]["explanation"]

@@ -449,3 +449,26 @@ def test_a_dict_that_never_closes_is_one_unparsed_line_and_what_follows_is_read(
         assert ix.metrics.count("hf_log") == 1
     if after and after[0].startswith("Traceback"):
         assert [tb.exception for tb in ix.tracebacks] == ["RuntimeError: boom"]
+
+
+def test_a_process_prefix_nested_in_rays_is_stripped_with_it():
+    # vLLM v1 names the engine's processes inside the Ray actor's prefix (OpenRLHF/OpenRLHF#1193)
+    from triage.formats.slime_log import split_line
+
+    line = split_line("(LLMRayActor pid=585804) (EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094] "
+                      "Invocation of collective_rpc method failed")
+    assert (line.text, line.source, line.level) == ("Invocation of collective_rpc method failed",
+                                                   "LLMRayActor pid=585804", "ERROR")
+    # a parenthesised word after the actor's prefix that is not a process stays in the message
+    assert split_line("(TaskRunner pid=7) (note) step 3 done").text == "(note) step 3 done"
+
+
+def test_metric_lines_in_a_quoted_comment_are_read(tmp_path):
+    # THUDM/slime#1487 pasted its log as a Markdown quote
+    p = tmp_path / "job.log"
+    p.write_text("".join(f"> (MegatronTrainRayActor pid=19450) [2026-03-24 06:36:5{i}] model.py:665 - step {i}: "
+                         f"{{'train/loss': 0.0{i}, 'train/grad_norm': 0.4{i}}}\n" for i in range(3)), encoding="utf-8")
+    ix = scan_logs([p])
+    steps, values = ix.metrics.series("step", "train/grad_norm")
+    assert list(steps) == [0, 1, 2] and list(values) == pytest.approx([0.40, 0.41, 0.42])
+    assert ix.framework == "slime"

@@ -334,3 +334,15 @@ def test_a_printed_stack_the_job_went_on_from_is_not_an_exit(tmp_path):
     job.write_text("\n".join(lines[:5] + stack + lines[5:]) + "\n", encoding="utf-8")
     obs = classify(open_run(str(tmp_path / "s")))
     assert obs.outcome == "no_symptom", obs.evidence["details"]
+
+
+def test_a_few_quiet_metric_records_are_not_called_healthy_ranges(tmp_path):
+    from metric_runs import healthy_hf_series, hf_run
+    from probes.symptom import Symptom
+
+    obs = Symptom().examine(hf_run(tmp_path / "two", healthy_hf_series(2)))
+    assert obs.outcome == "no_symptom"
+    assert "its 2 metric records show no metric symptom (too few to call the metrics healthy)" in obs.summary
+    assert "healthy ranges" not in obs.summary
+    obs = Symptom().examine(hf_run(tmp_path / "thirty", healthy_hf_series(30)))
+    assert obs.outcome == "no_symptom" and "healthy ranges" in obs.summary

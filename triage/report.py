@@ -201,8 +201,12 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         if not_checked:
             missing = "; ".join(f"{n.probe}: {n.reason}" for n in not_checked)
             explanation = f"{explanation} Could not check: {missing}."
-        if candidates:
+        if candidates and any(c.score > 0 or c.supports for c in candidates):
             explanation += " Candidates, most supported first: " + ", ".join(c.id for c in candidates) + "."
+        elif candidates:
+            # nothing the walk saw points at one of them: they are only what the blocked checks could still decide
+            explanation += (" Nothing observed points at one cause; the checks that could not run would decide "
+                            "among: " + ", ".join(c.id for c in candidates) + ".")
     coverage = build_coverage(run, walk.findings)
     report = Report(
         created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -14,6 +14,11 @@ through `json`.
                 (ms-swift's printed logs and logging.jsonl; also its Python-repr form)
   tqdm_postfix  `Train step of episode 0:  10%|█  | 1/10 [00:05<00:45,  5.0s/it, policy_loss=0.1, kl=0.01]`
                 (OpenRLHF openrlhf/trainer/ppo_trainer.py: tqdm set_postfix)
+  megatron_log  ` [2026-03-03 16:38:36] iteration        2/     624 | consumed samples:          256 | ...
+                | learning rate: 9.999746E-07 | lm loss: 2.529132E+00 | grad norm: 75.173 |`
+                (NVIDIA/Megatron-LM megatron/training/training.py, training_log); ms-swift's Megatron
+                backend prints its GRPO metrics in the same line (`loss: … | kl: … | reward: …`,
+                modelscope/ms-swift#8173): grammar `megatron_swift`
 
 A record carries its kind (the MetricTable kind: verl, hf_log, hf_log_eval, hf_log_summary, swift,
 openrlhf), its index (step; for the HF console, which prints no step, the record's
@@ -46,7 +51,7 @@ class Unparsed(Exception):
 # which framework (adapter name) a grammar's records vote for
 GRAMMAR_FRAMEWORK = {
     "slime_dict": "slime", "verl_console": "verl", "hf_dict": "hf_trainer", "swift_json": "ms_swift",
-    "tqdm_postfix": "openrlhf",
+    "tqdm_postfix": "openrlhf", "megatron_log": "megatron", "megatron_swift": "ms_swift",
 }
 
 _VERL = re.compile(r"(?:^|[\s\]>)])step:(?P<n>\d+) - (?P<rest>.+)$")
@@ -54,6 +59,9 @@ _NUMERIC_WRAPPER = re.compile(r"^(?:np\.|numpy\.|torch\.)?(?:float\d*|int\d*|ten
 _TQDM = re.compile(
     r"(?P<i>\d+)/(?P<n>\d+|\?) \[[\d:]+(?:<[\d:?]+)?,\s*[^,\]]*(?:it/s|s/it)(?:, (?P<post>[^\]]*))?\]"
 )
+_MEGATRON = re.compile(r"\biteration\s+(?P<n>\d+)\s*/\s*\d+\s*\|(?P<rest>.*)$")
+# keys only ms-swift's GRPO adds to Megatron's line (its trainer's names, as in `swift_json`)
+_SWIFT_GRPO_KEYS = frozenset({"reward", "reward_std", "kl", "frac_reward_zero_std", "completions/mean_length"})
 _POSTFIX_ITEM = re.compile(r"(?P<k>[A-Za-z_][\w/.\-]*)=(?P<v>[^,]+)")
 # keys that make a printed dict a training log record rather than any dict a program printed
 _HF_KEYS = frozenset({
@@ -81,20 +89,26 @@ def _number(text: str) -> float | None:
     return None
 
 
+def _key_values(items: list[str], sep: str) -> dict[str, object]:
+    """`key<sep>value` items with a numeric value (`elapsed time: 3m 8s` and the like are not numbers)."""
+    values: dict[str, object] = {}
+    for item in items:
+        key, found, raw = item.rpartition(sep)
+        if not found or not key.strip():
+            continue
+        v = _number(raw)
+        if v is not None:
+            values[key.strip()] = v
+    return values
+
+
 def _verl(msg: str) -> MetricRecord | None:
     if "step:" not in msg:
         return None
     m = _VERL.search(msg)
     if m is None:
         return None
-    values: dict[str, object] = {}
-    for item in m.group("rest").split(" - "):
-        key, sep, raw = item.rpartition(":")
-        if not sep or not key:
-            continue
-        v = _number(raw)
-        if v is not None:
-            values[key.strip()] = v
+    values = _key_values(m.group("rest").split(" - "), ":")
     if not values:
         raise Unparsed("verl step line with no key:value")
     return MetricRecord("verl_console", "verl", int(m.group("n")), values)
@@ -170,6 +184,17 @@ def _tqdm(msg: str) -> MetricRecord | None:
     return None
 
 
+def _megatron(msg: str) -> MetricRecord | None:
+    m = _MEGATRON.search(msg)
+    if m is None:
+        return None
+    values = _key_values(m.group("rest").split("|"), ": ")
+    if not values:
+        raise Unparsed("a Megatron iteration line with no `key: value`")
+    grammar = "megatron_swift" if _SWIFT_GRPO_KEYS & values.keys() else "megatron_log"
+    return MetricRecord(grammar, "megatron", int(m.group("n")), values)
+
+
 def parse_framework_metric(msg: str) -> MetricRecord | None:
     """The metric record in one log message, by the first grammar that reads it; None if none does.
 
@@ -181,6 +206,10 @@ def parse_framework_metric(msg: str) -> MetricRecord | None:
             return rec
     if "{'" in msg or '{"' in msg:
         rec = _dict_line(msg)
+        if rec is not None:
+            return rec
+    if "consumed samples:" in msg:
+        rec = _megatron(msg)
         if rec is not None:
             return rec
     if "it/s" in msg or "s/it" in msg:

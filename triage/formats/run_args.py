@@ -296,6 +296,12 @@ def collect_run_args(run: Run) -> RunArgs:
         layer(flags, LAUNCH_SCRIPT)
     if artifacts.logs and run.log.command_line:
         command(run.log.command_line)
+    elif artifacts.logs and artifacts.command_line is None and not artifacts.command:
+        from triage.formats.pasted_command import pasted_command
+
+        pasted = pasted_command(artifacts.logs)
+        if pasted:
+            command(pasted)
     if artifacts.command_line is not None:
         command(_read_command_file(artifacts.command_line))
     elif artifacts.command:

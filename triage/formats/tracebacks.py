@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage import safe_io
-from triage.formats.slime_log import split_line
+from triage.formats.slime_log import _NESTED_PROCESS, split_line, strip_carrier
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_CHARS = 4000
@@ -51,7 +51,11 @@ _RAY_PREFIX = re.compile(
     r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*)?,?\s?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
 )
 _RANK_PREFIX = re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")
-_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<fn>.+))?\s*$')
+# (`, in` with no function name: a `<module>` that a Markdown renderer took for an HTML tag)
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in(?: (?P<fn>.+))?)?\s*$')
+# a frame line that lost its indentation, as the first line of a paste copied from inside a traceback
+_CARETS = re.compile(r"^[\^~]+$")
+_BARE_FRAME = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+), in(?: (?P<fn>[\w<>.]+))?\s*$')
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::\s?(?P<msg>.*))?$")
 _RAY_WRAP = re.compile(r"^(?:ray\.exceptions\.)?(?P<kind>RayTaskError|RayActorError|ActorDiedError)(?:\((?P<inner>[\w.]+)\))?:?\s?(?P<msg>.*)$")
 _RAY_HEADER = re.compile(
@@ -254,6 +258,8 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
     if "m" in raw and "[" in raw:
         raw = _ANSI_LEFTOVER.sub("", raw)
     raw = raw.rstrip("\r\n")
+    if raw[:1] in (">", "2"):
+        raw = strip_carrier(raw)
     repeated = 1
     if raw.endswith("cluster]"):
         m = _REPEATED.search(raw)
@@ -269,6 +275,8 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
             actor, ip = m.group("actor"), m.group("ip")
             pid = int(m.group("pid")) if m.group("pid") else None
             text = text[m.end():]
+            while text.startswith("(") and (n := _NESTED_PROCESS.match(text)):  # vLLM v1's engine processes
+                text = text[n.end():]
     if text.startswith("[rank") or text.startswith("[defaultrank"):
         m = _RANK_PREFIX.match(text)
         if m:
@@ -295,6 +303,7 @@ class _Open:
         self.repeated = 1
         self.step, self.rollout = step, rollout
         self.last_line = line_no
+        self.code_next = False  # an unindented frame was read: its code line may be unindented too
 
     def add_frame(self, frame: Frame) -> None:
         if len(self.frames) >= MAX_FRAMES:
@@ -413,10 +422,11 @@ class TracebackReader:
                 if origin.rank is None and (r := _HEAD_RANK.search(text)):
                     origin = Origin(origin.actor, origin.pid, origin.ip, int(r.group(1) or r.group(2)))
                 self.open[key] = _Open(line_no, origin, self.step, self.rollout)
-            elif text[:1] in (" ", "\t") and (f := _FRAME.match(text)):
+            elif (f := _FRAME.match(text) if text[:1] in (" ", "\t") else _BARE_FRAME.match(text)):
                 # a traceback whose header was cut off or reworded: its frames start it
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
                 tb.add_frame(Frame(f.group("file"), int(f.group("line")), (f.group("fn") or "?").strip()))
+                tb.code_next = text[:1] not in (" ", "\t")
             elif (w := _RAY_WRAP.match(body.strip())) and w.group("kind") == "RayTaskError" and _RAY_HEADER.search(body):
                 # a wrapped remote error printed without the driver's own traceback
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
@@ -440,6 +450,18 @@ class TracebackReader:
                 tb.add_frame(Frame(m.group("file"), int(m.group("line")), (m.group("fn") or "?").strip()))
             return  # a code line or a `^^^^` marker
         stripped = text.strip()
+        # a traceback that lost its indentation (a paste, or a prefix that ate it): bare frames,
+        # the code line right under each, and `^^^^` markers
+        if m := _BARE_FRAME.match(stripped):
+            tb.add_frame(Frame(m.group("file"), int(m.group("line")), m.group("fn") or "?"))
+            tb.code_next = True
+            return
+        if _CARETS.match(stripped):
+            return
+        if tb.code_next:
+            tb.code_next = False
+            if not _EXCEPTION.match(stripped):
+                return
         if stripped.startswith("Traceback (most recent call last)"):
             tb.close_block(None, "", line_no - 1)  # the previous block was cut: a new one starts
             return

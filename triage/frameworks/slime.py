@@ -13,6 +13,8 @@ FRAMEWORK = Framework(
     log_markers=(
         "slime/", "slime.", "miles/", "miles.", "relax.components", "MegatronTrainRayActor",
         "RolloutManager", "SGLangEngine", "Finish rollout", "------------------------ arguments ------------------------",
+        # flags only slime's family takes (THUDM/slime slime/utils/arguments.py), as a pasted command shows them
+        "--actor-num-gpus-per-node", "--rollout-num-gpus-per-engine", "--n-samples-per-prompt",
     ),
     metric_grammars=("slime_dict",),
     arg_sources=("arguments_block", "command_line", "launch_script", "manifest"),

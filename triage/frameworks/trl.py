@@ -14,7 +14,9 @@ FRAMEWORK = Framework(
     title="TRL / HF Trainer / axolotl",
     run_names=("hf_trainer", "trl", "axolotl"),
     log_markers=("trl/trainer", "transformers/trainer.py", "GRPOTrainer", "axolotl", "'epoch': ",
-                 "trainer_state.json", "{'train_runtime'"),
+                 "trainer_state.json", "{'train_runtime'",
+                 # `trl env`'s report (trl/cli.py) and GRPOTrainer's batch check (trl/trainer/grpo_trainer.py)
+                 "- TRL version:", "number of generations per prompt"),
     metric_grammars=("hf_dict",),
     arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
     error_wordings=(

@@ -66,7 +66,10 @@ def render_terminal(report: Report, console: Console) -> None:
             tail = f" — {n.command}" if n.command else ""
             console.print(Text(f"  {n.probe}: {n.reason}{tail}"))
     if report.candidates:
-        console.print(Text("Candidates (most supported first):", style="bold yellow"))
+        supported = any(c.score > 0 or c.supports for c in report.candidates)
+        console.print(Text("Candidates (most supported first):" if supported else
+                           "Candidates (nothing observed points at one; the checks that could not run decide):",
+                           style="bold yellow"))
         for line in candidate_lines(report):
             console.print(Text(f"  {line}"))
     for line in history_lines(report):
