@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import json
 import subprocess
 import sys
@@ -131,10 +132,28 @@ def test_candidates_no_finding_points_at_are_not_called_supported(monkeypatch, c
     report = json.loads(capsys.readouterr().out)
     assert report["root_cause"]["id"] == "crash.unrecognized"
     assert report["path"][-1]["evidence"]["where"].endswith(":1")
-    _stdin(monkeypatch, b"(TaskRunner pid=1) step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.2\n")
+    # a traceback cut before its exception, with no arguments: only the blocked config check is left
+    _stdin(monkeypatch, b'Traceback (most recent call last):\n'
+                        b'  File "/usr/lib/python3.10/site-packages/verl/trainer/main_ppo.py", line 64, in main\n'
+                        b'    run_ppo(config)\n')
     main(["run", "-", "--json", "--no-cache"])
     report = json.loads(capsys.readouterr().out)
     assert report["root_cause"]["id"] == "inconclusive"
-    assert all(c["score"] == 0 and not c["supports"] for c in report["candidates"]), report["candidates"]
+    assert report["candidates"] and all(c["score"] == 0 and not c["supports"] for c in report["candidates"])
     assert "Nothing observed points at one cause" in report["root_cause"]["explanation"]
     assert "most supported first" not in report["root_cause"]["explanation"]
+
+
+def test_the_same_paste_gets_the_same_candidates_in_every_process(tmp_path):
+    # candidates of equal score rank in the catalog's order, not in a set's (string hashes differ per process)
+    paste = b"(TaskRunner pid=1) step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.2\n"
+    seen = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-m", "triage", "run", "-", "--json", "--no-cache"], input=paste,
+                             capture_output=True, env=env, timeout=120, check=False)
+        report = json.loads(out.stdout)
+        seen.append([c["id"] for c in report["candidates"]])
+    assert seen[0] == seen[1] and seen[0]
+    # a candidate a finding stands behind (every health check that ran passed) ranks before those none does
+    assert seen[0][0] == "healthy"

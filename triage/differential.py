@@ -58,6 +58,7 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
     """The differential, best first; `boost` (see `apply_boost`) raises verdicts evidence from outside the walk points at."""
     observed = _observed(graph, findings)
     opened: dict[str, Finding] = {}  # candidate -> the nearest check before it that could not run
+    catalog_order = {vid: i for i, vid in enumerate(graph.catalog)}
     for f in findings:
         if f.outcome not in (UNAVAILABLE, ERROR):
             continue
@@ -65,7 +66,8 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
         for outcome, target in node.edges.items():
             if outcome in IMPLICIT_OUTCOMES:
                 continue
-            for vid in graph.verdicts_reachable_from(target):
+            # in the catalog's order, so that equal candidates rank the same way on every run
+            for vid in sorted(graph.verdicts_reachable_from(target), key=lambda v: catalog_order.get(v, len(catalog_order))):
                 opened[vid] = f  # a later blocker stands nearer to the verdict: its step decides it
     health = next((f for f in findings if f.probe == "health_checks" and f.outcome == "insufficient"), None)
     if health is not None:
@@ -90,7 +92,7 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
         out.append(Candidate(id=vid, title=verdict.title, score=round(best_share, 3), supports=supports,
                              lacks=lacks, next_step=command or verdict.confirm))
     order = {vid: i for i, vid in enumerate(opened)}  # first opened first, among equal scores
-    out.sort(key=lambda c: (-c.score, order[c.id]))
+    out.sort(key=lambda c: (-c.score, not c.supports, order[c.id]))  # a finding behind it ranks it first
     if boost:
         return apply_boost(out, boost, {vid: v.title for vid, v in graph.catalog.items()}, ruled_out)
     return out[:MAX_CANDIDATES]
