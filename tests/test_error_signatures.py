@@ -1020,6 +1020,7 @@ def test_hydras_header_gives_way_to_the_error_its_traceback_ends_on(tmp_path):
 @pytest.mark.parametrize("prefix", [
     "2025-07-25T07:53:08.21748708+08:00 stdout F ",  # a pod's log file as kubelet writes it (CRI)
     "> ",  # a quoted GitHub comment
+    "outlines-server-1  | ",  # Docker Compose's service prefix (sgl-project/sglang#203)
 ])
 def test_what_carried_a_line_is_stripped_before_it_is_read(tmp_path, prefix):
     log = prefix + "[2025-07-25 07:53:08 TP2] Scheduler hit an exception: Traceback (most recent call last):\n" + \

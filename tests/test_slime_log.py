@@ -472,3 +472,11 @@ def test_metric_lines_in_a_quoted_comment_are_read(tmp_path):
     steps, values = ix.metrics.series("step", "train/grad_norm")
     assert list(steps) == [0, 1, 2] and list(values) == pytest.approx([0.40, 0.41, 0.42])
     assert ix.framework == "slime"
+
+
+def test_a_table_row_or_a_progress_bar_is_not_a_compose_prefix():
+    from triage.formats.slime_log import split_line
+
+    assert split_line("step | loss | grad_norm").text == "step | loss | grad_norm"
+    assert split_line("Epoch 1 | loss 0.5").text == "Epoch 1 | loss 0.5"
+    assert split_line("app_worker_2   | ValueError: bad").text == "ValueError: bad"

@@ -166,6 +166,8 @@ _RAY_PREFIX = re.compile(_SRC)
 # (vllm/utils: `_add_prefix`, "(EngineCore_DP0 pid=2) ", "(Worker_TP1 pid=3) "), after Ray's own
 # the CRI logging format (kubernetes/cri-api, kubelet's pod log files): `<RFC 3339 time> <stream> <P|F> <line>`
 _CRI_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] ")
+# Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
+_COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _RANK_PREFIX = re.compile(r"\[(?P<rank>(?:default)?rank\d+)\]:\s?")
@@ -489,14 +491,24 @@ def _normal_ts(ts: str, ms: str | None) -> str:
 def strip_carrier(text: str) -> str:
     """What carried the line to the user, not what the job printed: the prefix a container runtime
     writes before each line of a pod's log file (CRI: `2025-07-25T07:53:08.217487+08:00 stdout F `),
-    and a Markdown quote (`> `) a pasted comment keeps."""
+    Docker Compose's service prefix (`outlines-server-1  | `), and a Markdown quote (`> `) a
+    pasted comment keeps."""
     if text[:1] == ">":
         text = text[2:] if text[1:2] == " " else text[1:]
     if text[:1] == "2" and " std" in text[:48]:
         m = _CRI_PREFIX.match(text)
         if m:
             text = text[m.end():]
+    elif "| " in text[:80]:
+        m = _COMPOSE_PREFIX.match(text)
+        if m:
+            text = text[m.end():]
     return text
+
+
+def _carried(text: str) -> bool:
+    """Whether `strip_carrier` may have something to strip (a cheap test for every line)."""
+    return text[:1] in (">", "2") or "| " in text[:80]
 
 
 def split_line(raw: str) -> _Line:
@@ -504,7 +516,7 @@ def split_line(raw: str) -> _Line:
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     text = raw.rstrip("\r\n")
-    if text[:1] in (">", "2"):
+    if _carried(text):
         text = strip_carrier(text)
     if "m" in text[:12] and _BARE_ANSI.search(text):
         text = _BARE_ANSI.sub("", text)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage import safe_io
-from triage.formats.slime_log import _NESTED_PROCESS, split_line, strip_carrier
+from triage.formats.slime_log import _NESTED_PROCESS, _carried, split_line, strip_carrier
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_CHARS = 4000
@@ -258,7 +258,7 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
     if "m" in raw and "[" in raw:
         raw = _ANSI_LEFTOVER.sub("", raw)
     raw = raw.rstrip("\r\n")
-    if raw[:1] in (">", "2"):
+    if _carried(raw):
         raw = strip_carrier(raw)
     repeated = 1
     if raw.endswith("cluster]"):
