@@ -39,6 +39,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from triage.errors import Unavailable
@@ -69,6 +70,9 @@ PRECEDENCE = (
     "step1_anomaly",
     "nonfinite",
     "grad_explosion",
+    # grad_norm exactly 0 on every record: nothing was ever updated (before the reward checks,
+    # which say why when the reward is the reason)
+    "no_update",
     "truncation",
     # drift before a flat reward: a collapsed policy samples identical responses, so its
     # groups show zero reward std as a consequence, not a cause
@@ -154,6 +158,7 @@ class Symptom(Probe):
                 ("step1_anomaly", self._step1),
                 ("nonfinite", self._nonfinite),
                 ("grad_explosion", self._grad),
+                ("no_update", self._no_update),
                 ("truncation", self._truncation),
                 ("reward_flat", self._reward),
                 ("policy_drift", self._drift),
@@ -183,7 +188,7 @@ class Symptom(Probe):
             metrics = ("there are no metrics to check" if not has_metrics else
                        "the metrics stay in the guides' healthy ranges" if records >= count("health.grad_norm.min_records")
                        else "its metrics hold no loss, grad_norm or reward to judge" if records == 0
-                       else f"its {records} metric record{'s' if records != 1 else ''} show no metric symptom "
+                       else f"its {records} metric record{'s show' if records != 1 else ' shows'} no metric symptom "
                             "(too few to call the metrics healthy)")
             return self.observe(
                 "no_symptom",
@@ -368,6 +373,20 @@ class Symptom(Probe):
                     "confidence": 0.65, "probe_outcome": "loss_spikes", "metric": ls.source,
                     "loss_spikes": [s.as_evidence() for s in ls.spikes[:5]], "onset_step": ls.spikes[0].step}
         return None
+
+    def _no_update(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
+        """grad_norm exactly 0 on every record, over enough records to exclude the occasional
+        zero-advantage skip (the axolotl guide: "occasional 0.0 values ... are fine")."""
+        g = run.metrics.get("grad_norm")
+        if g is None:
+            return None
+        v = g.values[np.isfinite(g.values)]
+        need = count("health.grad_norm.min_records")
+        if v.size < need or np.any(v != 0.0):
+            return None
+        return {"reason": f"grad_norm is exactly 0 on all {v.size} records ({g.source}, steps {int(g.steps[0])}–"
+                          f"{int(g.steps[-1])}): no update ever reached the weights",
+                "confidence": 0.8, "metric": g.source, "records": int(v.size)}
 
     def _truncation(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
         obs = self._run(Truncation(), run)

@@ -346,3 +346,35 @@ def test_a_few_quiet_metric_records_are_not_called_healthy_ranges(tmp_path):
     assert "healthy ranges" not in obs.summary
     obs = Symptom().examine(hf_run(tmp_path / "thirty", healthy_hf_series(30)))
     assert obs.outcome == "no_symptom" and "healthy ranges" in obs.summary
+
+
+def test_a_grad_norm_of_zero_on_every_record_is_no_update_and_the_reward_says_why(tmp_path, capsys):
+    from metric_runs import healthy_hf_series, hf_run
+    from probes.symptom import Symptom
+    from triage.cli import main
+
+    # every group scored alike: zero advantages, so zero gradients (the guide's zero-advantage skip, on every step)
+    s = healthy_hf_series(30)
+    s["grad_norm"] = np.zeros(30)
+    s["loss"] = np.zeros(30)
+    s["reward_std"] = np.zeros(30)
+    s["frac_zero_std"] = np.ones(30)
+    run = hf_run(tmp_path / "flat", s)
+    obs = Symptom().examine(run)
+    assert obs.outcome == "no_update", obs.summary
+    assert "grad_norm is exactly 0 on all 30 records" in obs.summary
+    main(["run", str(tmp_path / "flat"), "--json", "--no-cache"])
+    assert json.loads(capsys.readouterr().out)["root_cause"]["id"] == "reward.no_signal"
+    # rewards that differ within groups, and still no gradient: nothing in the metrics decides
+    s = healthy_hf_series(30)
+    s["grad_norm"] = np.zeros(30)
+    hf_run(tmp_path / "varied", s)
+    main(["run", str(tmp_path / "varied"), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
+    assert report["path"][0]["outcome"] == "no_update"
+    # an occasional 0.0 is the zero-advantage skip, not this
+    s = healthy_hf_series(30)
+    s["grad_norm"] = s["grad_norm"].copy()
+    s["grad_norm"][::5] = 0.0
+    assert Symptom().examine(hf_run(tmp_path / "some", s)).outcome != "no_update"
