@@ -409,10 +409,10 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
             result.fatal_lines.append((line, order(line), frames.get(key, ())))
     if pending:
         result = _with_remote_frames(log, sigs, result, pending, order)
-    return _local_faults_only(_what_carries_the_terminate(result))
+    return _local_faults_only(_headers_give_way(result))
 
 
-def _what_carries_the_terminate(result: ErrorScan) -> ErrorScan:
+def _headers_give_way(result: ErrorScan) -> ErrorScan:
     """A header printed before an error's own words is not an error of its own when those words follow:
     C++'s `terminate called after throwing an instance of 'X'` before `  what():  <message>` (libstdc++'s
     verbose terminate handler), Hydra's `Error executing job with overrides: [...]` before the traceback

@@ -69,12 +69,18 @@ def watched_series(run: Run) -> list[Series]:
 UPDATE_SERIES = ("grad_norm", "loss")
 
 
-def _finite_update_at(run: Run, steps: tuple[int, ...] | list[int]) -> bool:
-    """The loss and grad_norm (those logged) are finite at every one of `steps`, and at least one was logged there."""
+def _kind(series: Series) -> str:
+    return series.source.split(":", 1)[0]
+
+
+def _finite_update_at(run: Run, s: Series, steps: tuple[int, ...] | list[int]) -> bool:
+    """The loss and grad_norm (those logged in the same records as `s`) are finite at every one of
+    `steps`, and at least one was logged there. Records of another kind (slime's rollout records
+    beside its train steps) are numbered otherwise, so they are not compared."""
     seen = False
     for name in UPDATE_SERIES:
         u = run.metrics.get(name)
-        if u is None or not len(u):
+        if u is None or not len(u) or _kind(u) != _kind(s):
             continue
         at = np.isin(u.steps, np.asarray(steps))
         if not at.any():
@@ -97,7 +103,7 @@ def nonfinite_by_series(run: Run) -> list[tuple[Series, NonFinite]]:
         nf = nonfinite_onset(s.values, s.steps)
         if nf is None:
             continue
-        if s.name not in UPDATE_SERIES and _finite_update_at(run, [int(x) for x in nf.steps]):
+        if s.name not in UPDATE_SERIES and _finite_update_at(run, s, [int(x) for x in nf.steps]):
             continue
         found.append((order, s, nf))
     found.sort(key=lambda t: (t[2].onset_step, t[0]))
