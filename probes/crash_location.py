@@ -298,8 +298,20 @@ class CrashLocation(Probe):
         return self.observe("located", summary, confidence, **evidence)
 
     def _fatal_line_only(self, run: Run, base: dict[str, Any]) -> Observation:
-        fatal = [f for f in scan(run.log).fatal_lines if not CONSEQUENCE_LINE.search(f[0].text)]
+        every = scan(run.log).fatal_lines
+        fatal = [f for f in every if not CONSEQUENCE_LINE.search(f[0].text)]
         if not fatal:
+            if every:  # only a report that another process failed (a worker that died, a launcher's summary)
+                line = min(every, key=lambda f: f[1])[0]
+                return self.observe(
+                    "not_located",
+                    f"The log holds only the report of a process that died (`{short(line.text, 140)}` at {line.where()}), "
+                    "not its own error: why it died is in that process's log or the node's kernel log (`dmesg -T`).",
+                    0.6,
+                    consequence=quote(line),
+                    log_files=len(run.artifacts.logs),
+                    **base,
+                )
             return self.observe(
                 "not_located",
                 "No traceback and no fatal error line in the log: the crash cannot be located from it.",

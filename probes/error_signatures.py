@@ -85,6 +85,10 @@ KILL_FAMILY = ("host_oom_killed", "sched_ended", "killed")
 CONSEQUENCE_LINE = re.compile(
     r"\bChildFailedError\b|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
     r"|\bOwnerDiedError\b|\bRayTaskError\b"
+    # Ray's words for a worker process that died (ActorDiedError's message; the raylet's report of a
+    # task's worker): the job ends on them, but why the process died is said elsewhere
+    r"|The actor is dead because its worker process has died"
+    r"|A worker died or was killed while executing a task by an unexpected system error"
 )
 
 # How far back (lines, same file) a signature's context may be found when the
@@ -102,6 +106,8 @@ FATAL_LINE = re.compile(
     r"|core dumped"
     r"|terminate called after throwing"
     r"|\bChildFailedError\b"
+    r"|The actor is dead because its worker process has died"
+    r"|A worker died or was killed while executing a task by an unexpected system error"
     # NCCL's CUDACHECK: a CUDA call inside NCCL failed, and the collective returns ncclUnhandledCudaError;
     # NCCL's init refusing two ranks on one GPU (init.cc: `Duplicate GPU detected : rank 1 and rank 0 both on
     # CUDA device 40`, ncclInvalidUsage)

@@ -445,3 +445,18 @@ def test_a_traceback_that_lost_its_indentation_keeps_its_frames(tmp_path):
     # raised in vLLM's code called from OpenRLHF's: the catalog's "one framework's call into another"
     assert sig.outcome == "version_mismatch", sig.summary
     assert sig.evidence["signature"] == "cross_package_attribute"
+
+
+def test_a_ray_worker_death_alone_is_an_error_exit_whose_cause_is_elsewhere(tmp_path):
+    # THUDM/slime#1740 as pasted: Ray's report of the dead worker, nothing of the worker's own error
+    log = ("error: The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR\n"
+           "Worker exit detail: Worker exits unexpectedly. Worker exits with an exit code 1.\n"
+           "The worker may have exceeded K8s pod memory limits. The process receives a SIGTERM.\n")
+    sig, obs = locate(tmp_path, log)
+    assert sig.outcome == "other_error", sig.summary
+    assert obs.outcome == "not_located", obs.summary
+    assert "only the report of a process that died" in obs.summary
+    assert obs.evidence["consequence"]["where"].endswith("job.log:1")
+    from probes.symptom import Symptom
+    from triage.run import open_run
+    assert Symptom().examine(open_run(str(tmp_path))).outcome == "error_exit"
