@@ -1072,3 +1072,16 @@ def test_a_raise_line_of_a_frame_gives_way_to_the_exception_printed_under_it(tmp
     # a raise statement pasted alone is still the line the job died on
     obs = examine(tmp_path, '    raise ValueError("reward function returned None")\n')
     assert obs.outcome == "other_error" and obs.evidence["line"]["where"].endswith("job.log:1")
+
+
+def test_a_server_that_crashed_first_explains_its_clients_loopback_timeout(tmp_path):
+    # rank 0 holds the TCPStore: when it dies, the other ranks time out on 127.0.0.1 as well
+    log = ("[rank0]: Traceback (most recent call last):\n"
+           '[rank0]:   File "/home/u/train.py", line 10, in <module>\n'
+           "[rank0]:     main()\n"
+           "[rank0]: RuntimeError: the dataset is empty\n"
+           "[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while "
+           "trying to connect to (127.0.0.1, 29500).\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:4")
