@@ -52,8 +52,9 @@ class Live:
     def button(self, body: bytes) -> httpx.Response:
         return self.http.post("/slack/interactions", content=body, headers=sign_slack(SECRET, body))
 
-    def hook(self, payload: bytes, secret: str = HOOK_SECRET) -> httpx.Response:
-        return self.http.post("/hooks/job-failed", content=payload, headers=sign_hook(secret, payload))
+    def hook(self, payload: bytes, secret: str = HOOK_SECRET, headers: dict[str, str] | None = None) -> httpx.Response:
+        """Deliver a failed-job hook; a re-delivery passes the first delivery's signed headers again."""
+        return self.http.post("/hooks/job-failed", content=payload, headers=headers or sign_hook(secret, payload))
 
     def triage(self, triage_id: str) -> dict[str, Any]:
         r = self.http.get(signed_path(triage_id, config=self.config))

@@ -11,8 +11,8 @@ import httpx
 import pytest
 import service_graph
 import service_runs as runs
-from service_support import ADMIN, ALERTS, CHANNEL, SECRET, TEAM, block_text, message_meta
-from triage.service.security import sign_slack
+from service_support import ADMIN, ALERTS, CHANNEL, HOOK_SECRET, SECRET, TEAM, block_text, message_meta
+from triage.service.security import sign_hook, sign_slack
 from triage.service.testing import button_body, slash_command_body, wait_for
 
 
@@ -197,9 +197,11 @@ def test_failed_job_hook_posts_the_report_and_the_postmortem_file(live, slack, r
     runs.reward_collapse_run(runs_root / "grpo-12")
     server = live()
     payload = json.dumps({"run": "grpo-12", "job_id": "raysubmit_Q1", "status": "FAILED"}).encode()
-    r = server.hook(payload)
+    signed = sign_hook(HOOK_SECRET, payload)
+    r = server.hook(payload, headers=signed)
     assert r.status_code == 202 and r.json()["outcome"] == "new"
-    assert server.hook(payload).json()["outcome"] == "duplicate"  # a re-delivery does no new work
+    # a re-delivery (the same signed bytes, even a second later) does no new work
+    assert server.hook(payload, headers=signed).json()["outcome"] == "duplicate"
     anchor = wait_for(lambda: next(iter(slack.top_level(ALERTS)), None))
     assert anchor["text"].startswith(":rotating_light: Job `raysubmit_Q1` failed: triaging run `grpo-12`")
     report = _report_in_thread(slack, anchor["ts"])
