@@ -295,3 +295,21 @@ def test_the_shipped_playbooks_obey_the_evidence_rule():
     for node in graph.nodes.values():
         for outcome in ("unavailable", "error"):
             assert node.edges[outcome] != "verdict:healthy", node.id
+
+
+def test_the_crash_batch_node_decides_without_its_arguments_only_because_the_refusal_was_seen(tmp_path):
+    # crash.yaml's batch_arithmetic node sends `unavailable` / `error` to config.batch_size_mismatch: it
+    # stands because every path into it observed error_signatures:batch_size_mismatch, the verdict's evidence
+    from triage.graph import DEFAULT_DIR
+
+    graph = load_graph()
+    node = graph.nodes["crash.batch_arithmetic"]
+    assert node.edges["unavailable"] == node.edges["error"] == "verdict:config.batch_size_mismatch"
+    # reached any other way (here: after an unlisted error), the same edges are refused
+    d = tmp_path / "playbooks"
+    shutil.copytree(DEFAULT_DIR, d)
+    crash = d / "crash.yaml"
+    crash.write_text(crash.read_text().replace("      other_error: batch\n", "      other_error: batch_arithmetic\n"))
+    with pytest.raises(PlaybookError) as exc:
+        load_graph(d)
+    assert "batch_arithmetic" in str(exc.value) and "config.batch_size_mismatch" in str(exc.value)
