@@ -165,7 +165,7 @@ def pasted_cut_traceback(run: Run) -> Chain | None:
     One answer for the symptom, the signature check and the crash's place."""
     from pathlib import Path
 
-    from probes.oom_context import PASTE_BYTES
+    from triage.formats.pasted_table import PASTE_BYTES
 
     small = set()
     for path in run.artifacts.logs:

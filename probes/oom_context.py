@@ -37,7 +37,6 @@ from triage.finding import Observation
 from triage.formats.log_index import LogLine
 from triage.formats.slime_log import split_line
 from triage.probe import Cost, Probe
-from triage.safe_io import read_text
 from triage.thresholds import count, threshold
 
 if TYPE_CHECKING:
@@ -120,8 +119,6 @@ def _phase_from_timers(timers: list[str]) -> str | None:
 
 # A traceback line: a frame header, a code line under it, or the caret line under the code.
 _TRACEBACK_SHAPED = re.compile(r'^\s*(?:\[rank\d+\]:\s*)?(?:File "[^"]+", line \d+|\s+\S|\^+\s*$)|^\s+\^+\s*$|^[\w, .]+= \S+\(')
-# Pastes small enough to be a fragment someone copied (a job's own log is read by the index).
-PASTE_BYTES = 1 << 20
 
 
 def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
@@ -135,9 +132,8 @@ def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
     """
     if oom.frames:
         return oom.frames
-    try:
-        text = read_text(oom.line.path, PASTE_BYTES, "pasted log")
-    except (OSError, UnicodeDecodeError, TriageError):
+    text = run.pastes.get(str(oom.line.path))
+    if text is None:  # a job's own log (larger than a paste): the index's frames are all there is
         return ()
     lines = text.splitlines()
     at = oom.line.line_no  # 1-based: lines[at] is the line below the error, lines[at - 2] the one above

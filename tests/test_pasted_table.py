@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triage.formats.pasted_table import PASTE_BYTES, read_pasted_tables, tables
+from triage.formats.pasted_table import PASTE_BYTES, paste_texts, pasted_tables, tables
 from triage.run import open_run
 
 # huggingface/trl#5697: the user's summary of a GRPO run, an elided middle included
@@ -65,10 +65,10 @@ def test_table_metrics_reach_the_canonical_names(tmp_path):
 def test_a_log_larger_than_a_paste_is_left_to_the_log_scan(tmp_path):
     big = tmp_path / "job.log"
     big.write_text(SPACED + "x" * (PASTE_BYTES + 1) + "\n", encoding="utf-8")
-    assert read_pasted_tables([big]).empty()
+    assert pasted_tables(paste_texts([big]).values()).empty()
 
 
 def test_a_binary_file_is_skipped(tmp_path):
     blob = tmp_path / "job.log"
     blob.write_bytes(b"\xff\xfe\x00" * 100)
-    assert read_pasted_tables([blob]).empty()
+    assert pasted_tables(paste_texts([blob]).values()).empty()

@@ -196,4 +196,4 @@ def test_a_package_list_row_is_not_a_launch_command(tmp_path):
 
     log = tmp_path / "job.log"
     log.write_text("deepspeed                                0.15.4\naccelerate 1.2.0\ntorchrun\n", encoding="utf-8")
-    assert pasted_command([log]) is None
+    assert pasted_command([log.read_text(encoding="utf-8")]) is None

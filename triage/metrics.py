@@ -135,9 +135,9 @@ class Metrics:
 
             table.merge(read_jsonl_metrics(jl))
         if run.artifacts.logs:
-            from triage.formats.pasted_table import read_pasted_tables
+            from triage.formats.pasted_table import pasted_tables
 
-            table.merge(read_pasted_tables(run.artifacts.logs))
+            table.merge(pasted_tables(run.pastes.values()))
         return cls(table)
 
     def records(self) -> dict[str, dict[str, object]]:

@@ -7,20 +7,16 @@ backend), `torchrun … train.py …`, `accelerate launch …`, `deepspeed …`,
 `axolotl train …`, often behind `VAR=value` assignments, a shell prompt (`$ `) or bash's
 `set -x` trace (`+ `), and continued over lines ending in `\\`.
 
-Only a paste-sized log is read for this (the same bound as the pasted-table reader): a job's
-own log prints its command in the scan's form. The text is parsed by `run_args` like a
-command file; nothing is run.
+Only a paste-sized log is read for this (`Run.pastes`, shared with the pasted-table reader):
+a job's own log prints its command in the scan's form. The text is parsed by `run_args` like
+a command file; nothing is run.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
-from triage import safe_io
-from triage.errors import TriageError
-from triage.formats.pasted_table import PASTE_BYTES
 
 __all__ = ["pasted_command"]
 
@@ -37,13 +33,9 @@ _LAUNCH = re.compile(
 MAX_CONTINUED_LINES = 200  # a launch command continued over more lines than this is not one
 
 
-def pasted_command(paths: Iterable[Path]) -> str | None:
-    """The first launch command in the paste-sized logs among `paths`, joined over its `\\` lines."""
-    for path in paths:
-        try:
-            text = safe_io.read_text(path, PASTE_BYTES, "pasted log")
-        except (OSError, UnicodeDecodeError, TriageError):
-            continue  # larger than a paste, unreadable or not text: the log scan reports those
+def pasted_command(texts: Iterable[str]) -> str | None:
+    """The first launch command in the pasted texts, joined over its `\\` lines."""
+    for text in texts:
         lines = text.splitlines()
         for i, line in enumerate(lines):
             m = _LAUNCH.match(line.strip())

@@ -82,14 +82,22 @@ def tables(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, float]]]:
             header, step_at = cells, at
 
 
-def read_pasted_tables(paths: Iterable[Path]) -> MetricTable:
-    """The tables of every log file small enough to be a paste (others are left to the log scan)."""
-    table = MetricTable()
+def paste_texts(paths: Iterable[Path]) -> dict[str, str]:
+    """path -> text of every log file small enough to be a paste (others are left to the log scan)."""
+    out: dict[str, str] = {}
     for path in paths:
         try:
-            text = safe_io.read_text(path, PASTE_BYTES, "pasted log")
+            out[str(path)] = safe_io.read_text(path, PASTE_BYTES, "pasted log")
         except (OSError, UnicodeDecodeError, TriageError):
             continue  # larger than a paste, unreadable or not text: the log scan reports those
+    return out
+
+
+def pasted_tables(texts: Iterable[str]) -> MetricTable:
+    """The tables of pasted texts, as one metric table."""
+    table = MetricTable()
+    for text in texts:
         for step, record in tables(text.splitlines()):
             table.add(KIND, step, record)
     return table
+

@@ -299,7 +299,7 @@ def collect_run_args(run: Run) -> RunArgs:
     elif artifacts.logs and artifacts.command_line is None and not artifacts.command:
         from triage.formats.pasted_command import pasted_command
 
-        pasted = pasted_command(artifacts.logs)
+        pasted = pasted_command(run.pastes.values())
         if pasted:
             command(pasted)
     if artifacts.command_line is not None:

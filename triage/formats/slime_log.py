@@ -493,9 +493,11 @@ def strip_carrier(text: str) -> str:
     writes before each line of a pod's log file (CRI: `2025-07-25T07:53:08.217487+08:00 stdout F `),
     Docker Compose's service prefix (`outlines-server-1  | `), and a Markdown quote (`> `) a
     pasted comment keeps."""
-    if text[:1] == ">":
+    first = text[:1]
+    if first == ">":
         text = text[2:] if text[1:2] == " " else text[1:]
-    if text[:1] == "2" and " std" in text[:48]:
+        first = text[:1]
+    if first == "2" and " std" in text[:48]:
         m = _CRI_PREFIX.match(text)
         if m:
             text = text[m.end():]
@@ -506,9 +508,14 @@ def strip_carrier(text: str) -> str:
     return text
 
 
-def _carried(text: str) -> bool:
-    """Whether `strip_carrier` may have something to strip (a cheap test for every line)."""
-    return text[:1] in (">", "2") or "| " in text[:80]
+def strip_nested_processes(text: str) -> str:
+    """The processes an actor started, named after Ray's prefix: `(EngineCore_DP0 pid=2) ` (vLLM v1)."""
+    while text[:1] == "(":
+        m = _NESTED_PROCESS.match(text)
+        if m is None:
+            break
+        text = text[m.end():]
+    return text
 
 
 def split_line(raw: str) -> _Line:
@@ -516,8 +523,7 @@ def split_line(raw: str) -> _Line:
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     text = raw.rstrip("\r\n")
-    if _carried(text):
-        text = strip_carrier(text)
+    text = strip_carrier(text)
     if "m" in text[:12] and _BARE_ANSI.search(text):
         text = _BARE_ANSI.sub("", text)
     if text.endswith("cluster]"):
@@ -534,12 +540,7 @@ def split_line(raw: str) -> _Line:
         m = _RAY_PREFIX.match(text)
         if m:
             source = m.group("src")
-            text = text[m.end():]
-            while text.startswith("("):  # a process the actor started: `(EngineCore_DP0 pid=2) ` (vLLM v1)
-                m = _NESTED_PROCESS.match(text)
-                if m is None:
-                    break
-                text = text[m.end():]
+            text = strip_nested_processes(text[m.end():])
     if text.startswith("[rank") or text.startswith("[defaultrank"):
         m = _RANK_PREFIX.match(text)
         if m:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage import safe_io
-from triage.formats.slime_log import _NESTED_PROCESS, _carried, split_line, strip_carrier
+from triage.formats.slime_log import split_line, strip_carrier, strip_nested_processes
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_CHARS = 4000
@@ -258,8 +258,7 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
     if "m" in raw and "[" in raw:
         raw = _ANSI_LEFTOVER.sub("", raw)
     raw = raw.rstrip("\r\n")
-    if _carried(raw):
-        raw = strip_carrier(raw)
+    raw = strip_carrier(raw)
     repeated = 1
     if raw.endswith("cluster]"):
         m = _REPEATED.search(raw)
@@ -274,9 +273,7 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
         if m and (m.group("actor") or m.group("pid")):
             actor, ip = m.group("actor"), m.group("ip")
             pid = int(m.group("pid")) if m.group("pid") else None
-            text = text[m.end():]
-            while text.startswith("(") and (n := _NESTED_PROCESS.match(text)):  # vLLM v1's engine processes
-                text = text[n.end():]
+            text = strip_nested_processes(text[m.end():])
     if text.startswith("[rank") or text.startswith("[defaultrank"):
         m = _RANK_PREFIX.match(text)
         if m:

@@ -90,6 +90,14 @@ class Run:
         return read_tracebacks(list(self.artifacts.logs))
 
     @cached_property
+    def pastes(self) -> dict[str, str]:
+        """The text of each log small enough to be a paste (`pasted_table.PASTE_BYTES`), read once for
+        the readers that look at a paste as a whole (tables, a pasted command, frames around an OOM)."""
+        from triage.formats.pasted_table import paste_texts
+
+        return paste_texts(self.artifacts.logs)
+
+    @cached_property
     def args(self) -> RunArgs:
         from triage.formats.run_args import collect_run_args
 
