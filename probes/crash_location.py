@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from probes.error_signatures import CONSEQUENCE_LINE, node_of, quote, rank_of, scan, short
+from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, node_of, quote, rank_of, scan, short
 from probes.oom_context import COLOCATION_FRAME
 from triage.finding import Observation
 from triage.formats.tracebacks import (
@@ -262,7 +262,7 @@ class CrashLocation(Probe):
             # the frames lost their exception line; an error line the log does hold says what it was
             cut = {"where": chain.where, "component": component, "frame": str(frame) if frame else None}
             alone = self._fatal_line_only(run, base)
-            if alone.outcome == "located" and not str(alone.evidence.get("exception", "")).startswith("Traceback"):
+            if alone.outcome == "located":
                 return alone.model_copy(update={"evidence": {**alone.evidence, "cut_traceback": cut}})
             logged = _message_logged_with(run, chain)
             if logged is not None:
@@ -298,7 +298,8 @@ class CrashLocation(Probe):
         return self.observe("located", summary, confidence, **evidence)
 
     def _fatal_line_only(self, run: Run, base: dict[str, Any]) -> Observation:
-        every = scan(run.log).fatal_lines
+        # (a traceback cut before its exception line holds no error line of its own)
+        every = [f for f in scan(run.log).fatal_lines if not cut_traceback_line(f[0])]
         fatal = [f for f in every if not CONSEQUENCE_LINE.search(f[0].text)]
         if not fatal:
             if every:  # only a report that another process failed (a worker that died, a launcher's summary)

@@ -69,6 +69,7 @@ OUTCOMES = (
     "eos_boundary",
     "ref_load_missing",
     "nan_check_failed",
+    "insufficient_gpus",
     "other_error",
     "none",
 )
@@ -85,9 +86,10 @@ KILL_FAMILY = ("host_oom_killed", "sched_ended", "killed")
 CONSEQUENCE_LINE = re.compile(
     r"\bChildFailedError\b|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
     r"|\bOwnerDiedError\b|\bRayTaskError\b"
-    # Ray's words for a worker process that died (ActorDiedError's message; the raylet's report of a
-    # task's worker): the job ends on them, but why the process died is said elsewhere
-    r"|The actor is dead because its worker process has died"
+    # Ray's words for a worker process that died (ActorDiedError's message, or its owner's death:
+    # ray-project/ray gcs_actor_manager.cc, OWNER_DIED; the raylet's report of a task's worker): the
+    # job ends on them, but why the process died is said elsewhere
+    r"|The actor is dead because its (?:worker process|owner) has died"
     r"|A worker died or was killed while executing a task by an unexpected system error"
 )
 
@@ -100,13 +102,14 @@ TEXT_KEY = 200
 # A line that ends a job even though no guide lists it: an exception line
 # (`RuntimeError: …`, `ray.exceptions.RayTaskError(ValueError): …`) or a hard crash.
 FATAL_LINE = re.compile(
-    r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b(?:\([^)]*\))?:"
+    # (`raise Exception(msg)` prints a bare `Exception: msg`: huggingface/trl#3587)
+    r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?:\([^)]*\))?:"
     r"|Fatal Python error"
     r"|Segmentation fault"
     r"|core dumped"
     r"|terminate called after throwing"
     r"|\bChildFailedError\b"
-    r"|The actor is dead because its worker process has died"
+    r"|The actor is dead because its (?:worker process|owner) has died"
     r"|A worker died or was killed while executing a task by an unexpected system error"
     # NCCL's CUDACHECK: a CUDA call inside NCCL failed, and the collective returns ncclUnhandledCudaError;
     # NCCL's init refusing two ranks on one GPU (init.cc: `Duplicate GPU detected : rank 1 and rank 0 both on
@@ -151,6 +154,9 @@ class Signature:
     # the error was raised in one package's code called from another's: the innermost frame is in a
     # package of `_PACKAGE` and an outer frame in a different one (one framework's call into another)
     cross_package: bool = False
+    # a framework adapter's wording (triage.frameworks): read only on a line no entry of the shipped
+    # table words, so the table's conditions (context, frames) are never bypassed by a looser wording
+    adapter: bool = False
 
     def frames_hold(self, frames: Iterable[str]) -> bool:
         return not self.cross_package or crosses_packages(tuple(frames))
@@ -304,9 +310,49 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
 
 @lru_cache(maxsize=1)
 def load_signatures() -> tuple[Signature, ...]:
-    """The shipped signature table, parsed once."""
+    """The shipped signature table, parsed once, then the framework adapters' error wordings."""
     text = resources.files("probes").joinpath(SIGNATURE_FILE).read_text(encoding="utf-8")
-    return parse_signatures(yaml.safe_load(text))
+    return parse_signatures(yaml.safe_load(text)) + adapter_signatures()
+
+
+# The outcome an adapter's wording is read as, by the catalog id it names: the outcome whose
+# edge in playbooks/crash.yaml leads to that id (cuda_oom: through the OOM playbook, which places
+# the OOM; tests/test_frameworks_adapters.py checks each edge).
+WORDING_OUTCOMES = {
+    "config.batch_size_mismatch": "batch_size_mismatch",
+    "config.sample_exceeds_limits": "sample_too_long",
+    "engine.oom_illegal_memory": "illegal_memory_access",
+    "engine.port_conflict": "engine_port_conflict",
+    "host.ram_exhausted": "host_oom_killed",
+    "memory.colocate_second_step": "cuda_oom",
+    "sched.insufficient_gpus": "insufficient_gpus",
+    "tokenizer.no_pad_token": "no_pad_token",
+    "compile.cache_corrupt": "inductor_cache",
+}
+
+
+@lru_cache(maxsize=1)
+def adapter_signatures() -> tuple[Signature, ...]:
+    """Each framework adapter's error wordings (triage.frameworks) as signatures after the shipped
+    table's: the table's entry decides where both match, a wording only the framework prints adds
+    its own. A wording naming an id no outcome leads to is a packaging error."""
+    from triage import frameworks
+
+    out = []
+    seen: dict[str, int] = {}
+    for name, wording in frameworks.error_wordings():
+        outcome = WORDING_OUTCOMES.get(wording.verdict)
+        if outcome is None:
+            raise SignatureTableError(f"the {name} adapter's error wording {wording.pattern!r} names "
+                                      f"{wording.verdict}, which no signature outcome leads to")
+        sid = f"{name}:{wording.verdict}"
+        seen[sid] = seen.get(sid, 0) + 1
+        out.append(Signature(
+            id=sid if seen[sid] == 1 else f"{sid}#{seen[sid]}", outcome=outcome, role="root", adapter=True,
+            patterns=(wording.regex(),), context=(), source=wording.source, pattern_sources=(wording.source,),
+            explanation=f"The {name} adapter's wording of {wording.verdict}, as {wording.source} prints it.",
+        ))
+    return tuple(out)
 
 
 @lru_cache(maxsize=1)
@@ -401,11 +447,17 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
         key = (line.path, line.line_no)
         sig = None
         if prefilter is None or prefilter.search(line.text):
-            sig = next(
-                (s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds(context_texts(line, s.context_scope)))
-                 and s.frames_hold(frames.get(key, ()))),
-                None,
-            )
+            worded = False  # a shipped entry's pattern matched the line (its conditions may not have held)
+            for s in sigs:
+                if s.adapter and worded:
+                    break
+                if not s.matches(line.text):
+                    continue
+                worded = worded or not s.adapter
+                if (not s.context or s.context_holds(context_texts(line, s.context_scope))) \
+                        and s.frames_hold(frames.get(key, ())):
+                    sig = s
+                    break
             # (frames the index tied but could not read, say unindented ones, count as none)
             if sig is None and not frames.get(key) and any(s.context_scope == "frames" and s.matches(line.text) for s in sigs):
                 pending.append(line)
@@ -657,7 +709,23 @@ _SUMMARY = {
     "sample_too_long": "a sample was longer than a hard token budget",
     "batch_size_mismatch": "the framework refused its batch sizes",
     "degenerate_groups": "the trainer refused one sample per prompt (group advantages need at least two)",
+    "insufficient_gpus": "the job asked for more GPUs than the Ray cluster has",
 }
+
+
+def cut_traceback_line(line: LogLine) -> bool:
+    """Whether a fatal line stands for a traceback cut before its exception line: its header alone,
+    or nothing (frames pasted without header or exception): it names no error of its own."""
+    text = line.text.strip()
+    return not text or text.endswith("Traceback (most recent call last):")
+
+
+def stopped_on(line: LogLine) -> str:
+    """How a summary names the line a job stopped on: quoted, or, for a traceback cut before its
+    exception line, said so, since its header names no error (radixark/miles#308)."""
+    if cut_traceback_line(line):
+        return "a traceback cut before its exception line"
+    return f"`{short(line.text.strip())}`"
 
 
 def short(text: str, limit: int = 160) -> str:
@@ -787,26 +855,29 @@ class ErrorSignatures(Probe):
         chosen = result.decisive()
         if chosen is not None:
             return self._signature_observation(run, result, chosen, base)
-        if result.fatal_lines:
-            line, _order, frames = min(result.fatal_lines, key=lambda f: f[1])
+        fatal = [f for f in result.fatal_lines if not cut_traceback_line(f[0])]
+        if fatal:
+            line, _order, frames = min(fatal, key=lambda f: f[1])
             return self.observe(
                 "other_error",
-                f"The job stopped on an error no guide lists: `{short(line.text)}` at {line.where()}{_who(line)}.",
+                f"The job stopped on an error no guide lists: {stopped_on(line)} at {line.where()}{_who(line)}.",
                 0.6,
                 line=quote(line),
                 frames=list(frames[-6:]),
-                count=len(result.fatal_lines),
-                first_where=min(result.fatal_lines, key=lambda f: f[1])[0].where(),
-                last_where=max(result.fatal_lines, key=lambda f: f[1])[0].where(),
+                count=len(fatal),
+                first_where=line.where(),
+                last_where=max(fatal, key=lambda f: f[1])[0].where(),
                 **base,
             )
         from probes.crash_location import pasted_cut_traceback  # (it builds on this module)
 
         cut = pasted_cut_traceback(run)
-        if cut is not None:  # the error's own words are not in the log: no signature can be ruled out
+        where = cut.where if cut is not None else (
+            min(result.fatal_lines, key=lambda f: f[1])[0].where() if result.fatal_lines else None)
+        if where is not None:  # the error's own words are not in the log: no signature can be ruled out
             raise Unavailable(
                 "log",
-                f"the traceback at {cut.where} is cut before its exception line, so the error's words are not in the log",
+                f"the traceback at {where} is cut before its exception line, so the error's words are not in the log",
                 "paste the traceback down to its last line (the exception and its message)",
             )
         return self.observe(

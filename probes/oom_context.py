@@ -199,13 +199,41 @@ def oom_phase(run: Run, oom: SignatureMatch, frames: tuple[str, ...]) -> tuple[s
 
 def _last_event(run: Run, oom: SignatureMatch) -> LogLine | None:
     """The last phase marker the log kept before the OOM line in the same file (weights update,
-    memory release / resume, Relax's training-step line)."""
+    memory release / resume, Relax's training-step line); failing one, a resume request that
+    timed out in the lines after it (`pending_resume`)."""
     before = [
         line for line in run.log.notable
         if line.tag in PHASE_OF_EVENT and line.path == oom.line.path and line.line_no < oom.line.line_no
         and not TIMER_END.search(line.text)  # a phase that finished says nothing about the next one
     ]
-    return max(before, key=lambda line: line.line_no) if before else None
+    if before:
+        return max(before, key=lambda line: line.line_no)
+    return pending_resume(run, oom)
+
+
+# The trainer's report that its request to wake the engine got no answer: verl's SGLang HTTP
+# engine retries `resume_memory_occupation` and logs "Async request to resume_memory_occupation
+# timed out (attempt N)" (sgl-project/sglang#14092, under torch_memory_saver's
+# `CUresult error: 2 (out of memory) ... func=cu_mem_create`); SGLang's and vLLM's own wordings
+# of the same wait name the request too.
+RESUME_TIMED_OUT = re.compile(r"\b(?:resume_memory_occupation|wake_up)\b.{0,80}\btimed? ?out\b", re.I)
+
+
+def pending_resume(run: Run, oom: SignatureMatch) -> LogLine | None:
+    """A request to resume the engine that was under way when it ran out of memory.
+
+    Processes write to one log through Ray without waiting for each other, so the trainer's
+    timeout of its resume request is logged after the engine's OOM although the request came
+    first: a timeout reports a request made before it. The first phase marker after the OOM
+    counts when it is such a timeout; any other marker in between means the OOM came first.
+    """
+    after = sorted(
+        (line for line in run.log.notable
+         if line.tag in PHASE_OF_EVENT and line.path == oom.line.path and line.line_no > oom.line.line_no),
+        key=lambda line: line.line_no)
+    if after and after[0].tag == "resume_memory" and RESUME_TIMED_OUT.search(after[0].text):
+        return after[0]
+    return None
 
 
 # slime's print_memory and verl's log_gpu_memory_usage, as each words the device memory in use.
@@ -375,10 +403,15 @@ class OomContext(Probe):
         first_switch = last_rollout is None or last_rollout <= 0
         # the OOM's own frames inside the engine's sleep / wake-up: the switch itself, in a colocated run
         in_wake = by_frames == "phase_switch" and any(COLOCATION_FRAME.search(f) for f in frames)
-        evidence["oom_in_engine_wake"] = in_wake
-        if colocated is None and in_wake:
-            colocated = True
-            evidence["colocate"] = "shown by the engine's sleep / wake-up frames"
+        resuming = phase == "phase_switch" and event is not None and event.line_no > oom.line.line_no
+        evidence["oom_in_engine_wake"] = in_wake or resuming
+        if resuming:
+            evidence["resume_request"] = quote(event)
+        if colocated is None and (in_wake or resuming):
+            colocated = True  # only an engine that shares its GPUs with training releases and resumes them
+            evidence["colocate"] = ("shown by the engine's sleep / wake-up frames" if in_wake
+                                    else "shown by the trainer's request to resume the engine's memory")
+        in_wake = in_wake or resuming
         if colocated and (stepped or in_wake) and (switching or (in_engine and first_switch)):
             evidence["switch"] = "first" if first_switch else "later"
             what = "weights were being moved between training and the engine" if switching else "the engine resumed for the next rollout"

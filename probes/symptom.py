@@ -49,7 +49,7 @@ from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
 from triage.thresholds import count, threshold
 
-from probes.error_signatures import scan
+from probes.error_signatures import cut_traceback_line, scan, stopped_on
 from probes.grad_norm_health import GradNormHealth, loss_spikes
 from probes.nonfinite_onset import NonfiniteOnset
 from probes.policy_drift import PolicyDrift
@@ -225,8 +225,8 @@ class Symptom(Probe):
                 continue
             candidates.append((m.order, m.line, m.signature.outcome, m.signature.role))
         for line, order, _frames in result.fatal_lines:
-            if RETRYING.search(line.text) or survived(line):
-                continue
+            if RETRYING.search(line.text) or survived(line) or cut_traceback_line(line):
+                continue  # (a cut traceback is read below, with the frames it does hold)
             candidates.append((order, line, "other_error", "root"))
         if not candidates:
             return self._cut_traceback(run)
@@ -235,7 +235,7 @@ class Symptom(Probe):
         roots = [c for c in candidates if c[3] == "root"]
         order, line, kind, _role = min(roots or candidates, key=lambda c: c[0])
         return {
-            "reason": f"the job stopped on an error: `{line.text[:160]}` at {line.where()}",
+            "reason": f"the job stopped on an error: {stopped_on(line)} at {line.where()}",
             "confidence": 0.9 if roots else 0.7,
             "error": kind,
             "where": line.where(),

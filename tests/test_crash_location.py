@@ -17,6 +17,7 @@ import pytest
 
 from probes.crash_location import CrashLocation
 from probes.error_signatures import ErrorSignatures
+from triage.errors import Unavailable
 from triage.formats.tracebacks import normalise, read_text
 from triage.run import open_run
 
@@ -128,7 +129,11 @@ COMPONENTS = [
 def locate(tmp_path: Path, log: str):
     (tmp_path / "job.log").write_text(log, encoding="utf-8")
     run = open_run(str(tmp_path))
-    return ErrorSignatures().examine(run), CrashLocation().examine(run)
+    try:
+        sig = ErrorSignatures().examine(run)
+    except Unavailable as exc:  # a traceback cut before its exception: no signature can be ruled out
+        sig = exc
+    return sig, CrashLocation().examine(run)
 
 
 @pytest.mark.parametrize(("name", "log", "component", "exc", "rank", "node", "frame", "when"), COMPONENTS,
@@ -276,7 +281,8 @@ def test_a_traceback_cut_mid_way_is_placed_but_not_called_unrecognised(tmp_path,
     from triage.cli import main
 
     cut = "\n".join(DATA.splitlines()[:-3]) + "\n"
-    _, obs = locate(tmp_path, cut)
+    sig, obs = locate(tmp_path, cut)
+    assert isinstance(sig, Unavailable) and "cut before its exception line" in str(sig)
     assert obs.outcome == "cut_off"
     ev = obs.evidence
     assert ev["exception_type"] is None and "cut before its exception" in ev["exception"]
@@ -460,3 +466,42 @@ def test_a_ray_worker_death_alone_is_an_error_exit_whose_cause_is_elsewhere(tmp_
     from probes.symptom import Symptom
     from triage.run import open_run
     assert Symptom().examine(open_run(str(tmp_path))).outcome == "error_exit"
+
+
+@pytest.mark.parametrize("last, expected", [
+    ("tor", None),  # modelscope/ms-swift#3666: the paste ends mid-word
+    ("ray.e", None),  # volcengine/verl#2995
+    ("ray.exceptions.RayTaskErr", None),  # volcengine/verl#184
+    ("AssertionError", "AssertionError"),  # `assert x` without a message prints the name alone
+    ("KeyboardInterrupt", "KeyboardInterrupt"),
+    ("torch.distributed.DistBackendError", "torch.distributed.DistBackendError"),
+    ("socket.timeout: timed out", "socket.timeout"),  # with a message, any name is an exception's
+])
+def test_a_bare_word_under_the_frames_is_not_an_exception(last, expected):
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/verl/verl/trainer/main_ppo.py", line 64, in main\n'
+        "    run_ppo(config)\n"
+        f"{last}\n"
+    )
+    group = next(iter(read_text(text).groups.values()))
+    assert group.first.root.type == expected
+
+
+def test_a_traceback_pasted_with_every_line_shifted_keeps_its_exception(tmp_path):
+    # verl-project/verl#4676 as pasted: one extra space before every line, the header cut away
+    text = (
+        '   File "/root/verl/verl/utils/kernel/kernels.py", line 626, in efficient_entropy_forward\n'
+        "     efficient_entropy_kernel_general_mainloop[mainloop_grid](\n"
+        '   File "/usr/local/lib/python3.12/dist-packages/triton/runtime/_allocation.py", line 20, in __call__\n'
+        '     raise RuntimeError("Kernel requires a runtime memory allocation, but no allocator was set. " +\n'
+        " RuntimeError: Kernel requires a runtime memory allocation, but no allocator was set.\n"
+    )
+    group = next(iter(read_text(text).groups.values()))
+    assert group.first.root.type == "RuntimeError"
+    assert group.first.root.frames[-1].function == "__call__"
+    from triage.formats.slime_log import scan_logs
+
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    assert tb.exception.startswith("RuntimeError: Kernel requires") and len(tb.frames) == 2

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from probes.error_signatures import ErrorSignatures, SignatureTableError, load_signatures, parse_signatures
+from triage.errors import Unavailable
 from triage.run import open_run
 
 HEAD = """\
@@ -548,8 +549,16 @@ def test_a_users_own_type_error_is_not_a_version_mismatch(tmp_path):
 
 
 def test_an_assertion_elsewhere_is_not_a_sample_budget(tmp_path):
-    log = HEAD + "AssertionError: rollout_batch_size must be divisible by the number of engines\n"
+    log = HEAD + "AssertionError: the reward model must run on every node\n"
     assert examine(tmp_path, log).outcome == "other_error"
+
+
+def test_a_frameworks_batch_assertion_is_its_refusal_of_the_batch_sizes(tmp_path):
+    # OpenRLHF's and slime's argument checks assert on their batch sizes (triage/frameworks/openrlhf.py)
+    log = HEAD + "AssertionError: rollout_batch_size must be divisible by the number of engines\n"
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "batch_size_mismatch"
+    assert obs.evidence["signature"].endswith(":config.batch_size_mismatch")
 
 
 def test_a_cascade_after_an_unlisted_error_does_not_decide(tmp_path):
@@ -1085,3 +1094,30 @@ def test_a_server_that_crashed_first_explains_its_clients_loopback_timeout(tmp_p
     obs = examine(tmp_path, log)
     assert obs.outcome == "other_error", obs.summary
     assert obs.evidence["line"]["where"].endswith("job.log:4")
+
+
+def test_a_traceback_header_without_its_exception_is_not_quoted_as_the_error(tmp_path):
+    # radixark/miles#308 as pasted: the header and the frames, the exception line cut away
+    log = ("(MilesRouter pid=1) INFO started\n"
+           "Traceback (most recent call last):\n"
+           '  File "/tmp/ray/session_2025-12-11_05-56-06/runtime_resources/working_dir_files/train.py", line 106, '
+           "in <module>\n"
+           "    train(args)\n")
+    with pytest.raises(Unavailable, match=r"job.log:\d+ is cut before its exception line"):
+        ErrorSignatures().examine(make_run(tmp_path, log))
+    # and the symptom says what it was, not the header's words
+    from probes.symptom import Symptom
+
+    obs = Symptom().examine(make_run(tmp_path, log))
+    assert obs.outcome == "error_exit"
+    assert "`Traceback (most recent call last):`" not in obs.summary
+
+
+def test_a_bare_exception_under_headerless_frames_ends_the_job(tmp_path):
+    # huggingface/trl#3587 as pasted: the frames without their header, then `raise Exception(...)`'s line
+    log = ('  File "/opt/conda/lib/python3.11/site-packages/trl/extras/vllm_client.py", line 233, in init_communicator\n'
+           '    raise Exception(f"Request failed: {response.status_code}, {response.text}")\n'
+           'Exception: Request failed: 404, {"detail":"Not Found"}\n')
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error"
+    assert obs.evidence["line"]["text"] == 'Exception: Request failed: 404, {"detail":"Not Found"}'

@@ -276,3 +276,49 @@ def test_ms_swifts_megatron_backend_line_is_read_with_its_grpo_metrics(tmp_path)
     keys = set(index.metrics.keys("megatron"))
     assert "elapsed time" not in keys and "remaining time" not in keys  # `3m 8s` is not a number
     assert "memory(GiB)" in keys
+
+
+def test_every_adapter_wording_is_read_by_the_signature_probe_to_its_id():
+    from probes.error_signatures import WORDING_OUTCOMES, adapter_signatures, load_signatures
+
+    crash = yaml.safe_load((HERE.parent / "playbooks" / "crash.yaml").read_text())
+    node = crash["nodes"]["signature"]
+    edges = node.get("on", node.get(True))  # (YAML 1.1 reads a bare `on` key as true)
+    for name, wording in frameworks.error_wordings():
+        outcome = WORDING_OUTCOMES[wording.verdict]
+        target = edges[outcome]
+        # straight to the id, or (an OOM) to the playbook that places it
+        if target in crash["nodes"]:  # a node of its own (the batch arithmetic) that decides the id on every edge
+            inner = crash["nodes"][target]
+            target = set((inner.get("on") or inner.get(True)).values())
+            assert target == {f"verdict:{wording.verdict}"}, (name, wording.verdict, target)
+            continue
+        assert target == f"verdict:{wording.verdict}" or target.startswith("playbook:"), (name, wording.verdict, target)
+    adapters = adapter_signatures()
+    assert len(adapters) == len(frameworks.error_wordings())
+    assert set(adapters) <= set(load_signatures())
+
+
+def test_a_wording_only_an_adapter_knows_decides(tmp_path):
+    # verl-project/verl#5954: Ray counts GPUs as floats
+    from triage.api import triage
+
+    (tmp_path / "job.log").write_text(
+        "ValueError: Total available GPUs 7.0 is less than total desired GPUs 8\n", encoding="utf-8")
+    report = triage(str(tmp_path))
+    assert report.root_cause.id == "sched.insufficient_gpus"
+    step = next(s for s in report.path if s.probe == "error_signatures")
+    assert step.outcome == "insufficient_gpus"
+    assert step.evidence["signature"] == "verl:sched.insufficient_gpus"
+
+
+def test_an_older_megatron_line_without_consumed_samples_is_read(tmp_path):
+    # NVIDIA/Megatron-LM#60 (2021): fp16 loss-scale warm-up, no `consumed samples:` column yet
+    old = "".join(
+        f" iteration        {i}/  120000 | elapsed time per iteration (ms): 16491.5 | learning rate: 0.000E+00 | "
+        f"loss scale: {2 ** (32 - i):.1f} | number of skipped iterations:   {i} | number of nan iterations:   0 |\n"
+        for i in range(1, 4))
+    index = scan_logs([_log(tmp_path, old)])
+    assert index.framework == "megatron"
+    steps, scales = index.metrics.series("megatron", "loss scale")
+    assert list(steps) == [1, 2, 3] and list(scales) == [2.0 ** 31, 2.0 ** 30, 2.0 ** 29]

@@ -289,3 +289,37 @@ def test_frames_above_the_error_are_read_only_when_they_touch_it(tmp_path):
     obs = OomContext().examine(open_run(str(tmp_path)))
     assert obs.evidence["frames"] == []
     assert obs.outcome != "phase_switch"
+
+
+# sgl-project/sglang#14092, as pasted: the engine's memory saver fails to create memory while verl's
+# trainer waits on its request to resume the engine; Ray logs the trainer's timeout after the OOM.
+SAVER_OOM = ("(SGLangHttpServer pid=250977) [torch_memory_saver.cpp] CUresult error: 2 (out of memory)  "
+             "file=csrc/utils.h func=cu_mem_create line=194\n")
+RESUME_TIMEOUT = ("(WorkerDict pid=209740) WARNING:2025-11-28 16:00:45,396:Async request to resume_memory_occupation "
+                  "timed out (attempt {n})\n")
+
+
+def test_an_engine_oom_under_a_resume_request_that_timed_out_is_the_colocated_switch(tmp_path):
+    (tmp_path / "job.log").write_text(SAVER_OOM + RESUME_TIMEOUT.format(n=1) + RESUME_TIMEOUT.format(n=2),
+                                      encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "phase_switch", obs.summary
+    assert obs.evidence["oom_in_engine_wake"] is True
+    assert obs.evidence["colocate"] == "shown by the trainer's request to resume the engine's memory"
+    assert obs.evidence["resume_request"]["where"].endswith("job.log:2")
+
+
+def test_a_resume_timeout_after_another_phase_marker_does_not_place_the_oom(tmp_path):
+    # a weight update logged between the OOM and the timeout: the OOM came before that phase
+    update = "(WorkerDict pid=209740) INFO:2025-11-28 16:00:40,000:update_weights from the trainer\n"
+    (tmp_path / "job.log").write_text(SAVER_OOM + update + RESUME_TIMEOUT.format(n=1), encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "engine_side", obs.summary
+    assert obs.evidence["oom_in_engine_wake"] is False
+
+
+def test_a_resume_that_succeeded_after_the_oom_does_not_place_it(tmp_path):
+    done = "(WorkerDict pid=209740) INFO:2025-11-28 16:00:45,396:resume_memory_occupation done in 2.1s\n"
+    (tmp_path / "job.log").write_text(SAVER_OOM + done, encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "engine_side", obs.summary

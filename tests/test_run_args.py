@@ -197,3 +197,35 @@ def test_a_package_list_row_is_not_a_launch_command(tmp_path):
     log = tmp_path / "job.log"
     log.write_text("deepspeed                                0.15.4\naccelerate 1.2.0\ntorchrun\n", encoding="utf-8")
     assert pasted_command([log.read_text(encoding="utf-8")]) is None
+
+
+# Hydra's report when a verl job raises (hydra/_internal/utils.py run_and_report), as pasted in
+# verl-project/verl#1191: the run's overrides, the list cut where the paste ends
+HYDRA_REPORT = ("Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'data.train_batch_size=16', "
+                "'actor_rollout_ref.actor.ppo_mini_batch_size=32', 'actor_rollout_ref.rollout.n=16', "
+                "'~reward_model', 'trainer.cr")
+
+
+def test_hydras_error_report_gives_the_runs_overrides(tmp_path):
+    (tmp_path / "job.log").write_text(HYDRA_REPORT + "\nTraceback (most recent call last):\n", encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("data.train_batch_size") == 16
+    assert args.get("actor_rollout_ref.rollout.n") == 16
+    assert args.get("algorithm.adv_estimator") == "grpo"
+    assert args.source_of("data.train_batch_size") == "hydra_overrides"
+    assert not args.has("trainer.cr") and not args.has("reward_model")  # cut off; a deletion sets nothing
+
+
+def test_an_override_that_spans_a_capped_lines_cut_is_dropped():
+    from triage.formats.hydra_overrides import overrides_in_error_report
+
+    capped = "Error executing job with overrides: ['a.b=1', 'c.d=2 … e.f=3', 'g.h=4']"
+    assert overrides_in_error_report(capped) == {"a.b": 1, "g.h": 4}
+    assert overrides_in_error_report("Error executing job with overrides: []") == {}
+    assert overrides_in_error_report("no report here") == {}
+
+
+def test_a_command_line_outranks_hydras_report(tmp_path):
+    (tmp_path / "job.log").write_text(HYDRA_REPORT + "\n", encoding="utf-8")
+    (tmp_path / "cmdline.txt").write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=64\n", encoding="utf-8")
+    assert open_run(str(tmp_path)).args.get("data.train_batch_size") == 64

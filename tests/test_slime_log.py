@@ -480,3 +480,28 @@ def test_a_table_row_or_a_progress_bar_is_not_a_compose_prefix():
     assert split_line("step | loss | grad_norm").text == "step | loss | grad_norm"
     assert split_line("Epoch 1 | loss 0.5").text == "Epoch 1 | loss 0.5"
     assert split_line("app_worker_2   | ValueError: bad").text == "ValueError: bad"
+
+
+def test_a_launchers_task_label_is_stripped(tmp_path):
+    # Slurm's `srun --label` (sgl-project/sglang#4096) and Open MPI's `mpirun --tag-output`
+    from triage.formats.slime_log import split_line
+
+    line = split_line("0: [2025-03-05 03:55:55 TP0] Scheduler hit an exception: Traceback (most recent call last):")
+    assert line.text == "Scheduler hit an exception: Traceback (most recent call last):"
+    assert split_line(" 12: [rank3]: RuntimeError: boom").text == "RuntimeError: boom"
+    assert split_line("[1,0]<stderr>:ValueError: bad").text == "ValueError: bad"
+    # a number and a colon inside a message, or a time, is not a label
+    assert split_line("step 0: {'loss': 1.0}").text == "step 0: {'loss': 1.0}"
+    assert split_line("12:30:01 started").text == "12:30:01 started"
+    log = tmp_path / "job.log"
+    log.write_text(
+        "0: [2025-03-05 03:55:55 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '0:   File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 463, '
+        "in init_weights_update_group\n"
+        "0:     dist.barrier(group=self._model_update_group, device_ids=[self.gpu_id])\n"
+        "0: torch.distributed.DistBackendError: store->get('0') got error: failed to format addr, unknown family=0\n",
+        encoding="utf-8")
+    ix = scan_logs([log])
+    assert [e.text for e in ix.errors][-1] == (
+        "torch.distributed.DistBackendError: store->get('0') got error: failed to format addr, unknown family=0")
+    assert ix.errors[-1].line_no == 4

@@ -130,3 +130,29 @@ def read_config_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         return {}
     return resolve_interpolations(flatten(raw))
+
+
+# Hydra's report of a job that raised (hydra/_internal/utils.py, run_and_report):
+# `Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'data.train_batch_size=16', ...]`,
+# the overrides as Python prints a list of str. verl's entry points run under Hydra, so a verl
+# crash pasted from its first line carries the run's arguments (verl-project/verl#1191).
+_HYDRA_REPORT = re.compile(r"Error executing job with overrides: \[(?P<items>.*)")
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+CUT_MARK = " … "  # where a capped log line lost its middle (triage.formats.slime_log._cap)
+
+
+def overrides_in_error_report(text: str) -> dict[str, Any]:
+    """The overrides Hydra listed when the job raised, read item by item (no eval): a list cut by
+    the paste or by a capped log line keeps its complete items, and an item that spans the cut is
+    dropped; `~key` maps to DELETED as on a command line."""
+    m = _HYDRA_REPORT.search(text)
+    if m is None:
+        return {}
+    tokens = []
+    for q in _QUOTED.finditer(m.group("items")):
+        token = q.group(1) if q.group(1) is not None else q.group(2)
+        if CUT_MARK in token or "\\" in token:
+            continue  # spans the cut, or an escaped quote whose value the override grammar would misread
+        if is_override(token):
+            tokens.append(token)
+    return parse_overrides(tokens)

@@ -208,7 +208,7 @@ def parse_framework_metric(msg: str) -> MetricRecord | None:
         rec = _dict_line(msg)
         if rec is not None:
             return rec
-    if "consumed samples:" in msg:
+    if "elapsed time per iteration" in msg:  # in every version's line; `consumed samples:` came later
         rec = _megatron(msg)
         if rec is not None:
             return rec

@@ -294,6 +294,10 @@ def collect_run_args(run: Run) -> RunArgs:
         flags, overrides = script_arguments(read_launch_script(path))
         layer({k: v for k, v in overrides.items() if v is not DELETED}, LAUNCH_SCRIPT)
         layer(flags, LAUNCH_SCRIPT)
+    if artifacts.logs:
+        reported = _hydra_report(run)
+        if reported:
+            layer(reported, HYDRA_OVERRIDES)
     if artifacts.logs and run.log.command_line:
         command(run.log.command_line)
     elif artifacts.logs and artifacts.command_line is None and not artifacts.command:
@@ -314,6 +318,22 @@ def collect_run_args(run: Run) -> RunArgs:
     out = RunArgs(values, sources)
     out._origins = origins
     return out
+
+
+def _hydra_report(run: Run) -> dict[str, object]:
+    """The overrides in Hydra's `Error executing job with overrides: [...]`: whole in a paste, else
+    as the log's error line kept them (capped in the middle); the first report read is taken."""
+    from triage.formats.hydra_overrides import DELETED, overrides_in_error_report
+
+    marker = "Error executing job with overrides: ["
+    texts = [line for text in run.pastes.values() if marker in text
+             for line in text.splitlines() if marker in line]
+    texts += [line.text for line in run.log.errors if marker in line.text]
+    for text in texts:
+        found = overrides_in_error_report(text)
+        if found:
+            return {k: v for k, v in found.items() if v is not DELETED}
+    return {}
 
 
 def parse_command_overrides(text: str) -> dict[str, object]:

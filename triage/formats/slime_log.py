@@ -143,7 +143,10 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
     # other frameworks' metric lines (triage.formats.metric_lines)
     # (the HF Trainer adds `epoch` to every dict it logs: transformers/trainer.py, Trainer.log)
     *((word, _FW_MARK) for word in (b"step:", b"'epoch': ", b'"epoch": ', b"{'loss': ", b'{"loss": ',
-                                    b"it/s, ", b"s/it, ", b"consumed samples:")),
+                                    b"it/s, ", b"s/it, ",
+                                    # Megatron's training_log line, in every version (NVIDIA/Megatron-LM#60's
+                                    # 2021 log has no `consumed samples:`)
+                                    b"elapsed time per iteration")),
 )
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
@@ -168,6 +171,10 @@ _RAY_PREFIX = re.compile(_SRC)
 _CRI_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] ")
 # Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
 _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
+# Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
+# task number to lines of stdout/err": `0: `, right-aligned when there are ten tasks or more;
+# sgl-project/sglang#4096) and Open MPI's `mpirun --tag-output` (`[1,0]<stdout>:`).
+_TASK_LABEL = re.compile(r" {0,5}\d{1,6}: (?=\S| {2})|\[\d+,\d+\]<std(?:out|err|diag)>: ?")
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _RANK_PREFIX = re.compile(r"\[(?P<rank>(?:default)?rank\d+)\]:\s?")
@@ -233,6 +240,9 @@ _FAST_TIMER = re.compile(
 )
 _METRIC = re.compile(r"(?P<kind>(?:[A-Za-z_]+-)?step|rollout|perf|eval|passrate|multi_turn) (?P<n>\d+): (?P<dict>\{.*)")
 _ERROR_RE = re.compile("|".join(re.escape(w) for w in ERROR_WORDS))
+# a frame line of a Python traceback (traceback.py's `  File "{}", line {}, in {}`); faulthandler's
+# dump writes `line N in fn` without the comma
+_FRAME_HEAD = re.compile(r'File "[^"]+", line \d+,? in ')
 _TIMER = re.compile(r"Timer (?P<name>\S+) (?P<what>start|end)\b(?: \(elapsed: (?P<s>[-+\d.eE]+|nan|inf)s\))?")
 _PLACEMENT = re.compile(
     r"Waiting for placement group of (?P<need>\d+) GPUs \(elapsed (?P<s>[\d.]+)s\): "
@@ -246,6 +256,21 @@ _PYTHON_CMD = re.compile(
     r"(?:-m\s+(?P<module>[\w.]+)|(?P<script>[^\s;&|]+\.py))\b.*)"
 )
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s.*)?)?\s*$")
+# Python prints an exception with an empty message as its name alone (`AssertionError`,
+# `KeyboardInterrupt`, `StopIteration`): a bare name counts only when it is named like one, as
+# Python's built-in exceptions all are, not a word or a call a paste was cut at (`tor`,
+# `ray.e`, `run_ppo(config)`: volcengine/verl#2197, #2995, modelscope/ms-swift#3666).
+BARE_EXCEPTION = re.compile(
+    r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Iteration|Warning|Group)(?:\([\w.]+\))?")
+
+
+def exception_line(text: str) -> bool:
+    """Whether a line under a traceback's frames is its exception line (`Type: message`, or a bare
+    name named like an exception)."""
+    stripped = text.strip()
+    if not _EXCEPTION_LINE.match(stripped):
+        return False
+    return ":" in stripped or BARE_EXCEPTION.fullmatch(stripped) is not None
 _PROGRESS = re.compile(r"\b(?P<what>Start|Finish) rollout (?P<i>\d+)/(?P<n>\d+)")
 _TRAIN_PROGRESS = re.compile(r"\bActor training (?:completed )?step \d+/\d+")
 _NAN_SKIP = re.compile(
@@ -352,6 +377,7 @@ class _OpenTraceback:
     source: str | None
     head: list[str] = field(default_factory=list)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_FRAMES // 2))
+    frame_indent: int = 2  # Python's; a paste shifted as a whole shifts the exception line with it
 
     def add_frame(self, frame: str) -> None:
         if len(self.head) < MAX_FRAMES // 2:
@@ -491,7 +517,8 @@ def _normal_ts(ts: str, ms: str | None) -> str:
 def strip_carrier(text: str) -> str:
     """What carried the line to the user, not what the job printed: the prefix a container runtime
     writes before each line of a pod's log file (CRI: `2025-07-25T07:53:08.217487+08:00 stdout F `),
-    Docker Compose's service prefix (`outlines-server-1  | `), and a Markdown quote (`> `) a
+    Docker Compose's service prefix (`outlines-server-1  | `), a launcher's task label (`srun
+    --label`'s `0: `, `mpirun --tag-output`'s `[1,0]<stdout>:`), and a Markdown quote (`> `) a
     pasted comment keeps."""
     first = text[:1]
     if first == ">":
@@ -503,6 +530,10 @@ def strip_carrier(text: str) -> str:
             text = text[m.end():]
     elif "| " in text[:80]:
         m = _COMPOSE_PREFIX.match(text)
+        if m:
+            text = text[m.end():]
+    if (first.isdigit() or first == " " or first == "[") and ": " in text[:32]:
+        m = _TASK_LABEL.match(text)
         if m:
             text = text[m.end():]
     return text
@@ -1042,13 +1073,29 @@ class _FileScan:
             return True
         tb = self.tracebacks.get(key)
         if tb is None:
+            stripped = msg.lstrip()
+            if stripped.startswith('File "') and _FRAME_HEAD.match(stripped) \
+                    and len(self.tracebacks) < MAX_OPEN_TRACEBACKS:
+                # a traceback whose header was cut off (a paste) or reworded: its first frame opens it
+                # (OpenRLHF/OpenRLHF#271, NVIDIA/Megatron-LM#1301: frames pasted without header or exception)
+                tb = self.tracebacks[key] = _OpenTraceback(line_no, key, frame_indent=len(msg) - len(stripped))
+                tb.add_frame(stripped.rstrip())
+                return True
             return False
-        if msg[:1] in (" ", "\t"):
+        if msg[:1] in (" ", "\t") or msg.startswith('File "'):
             stripped = msg.strip()
             if stripped.startswith('File "'):
+                if not tb.head:
+                    tb.frame_indent = len(msg) - len(msg.lstrip())
                 tb.add_frame(stripped)
-            return True  # a frame or a code line: part of the traceback, not a log message
-        if _EXCEPTION_LINE.match(msg) and line.fmt is None:
+                return True
+            if len(msg) - len(msg.lstrip()) >= tb.frame_indent or not exception_line(stripped) or line.fmt is not None:
+                return True  # a code line or a caret marker: part of the traceback, not a log message
+            # less indented than the frames: the exception line of a traceback pasted with every line
+            # shifted (verl-project/verl#4676: frames at 3 spaces, the exception at 1)
+            self._close_traceback(key, stripped)
+            return False
+        if exception_line(msg) and line.fmt is None:
             self._close_traceback(key, msg.strip())
             return False  # the exception line is an error line too
         if tb.head:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage import safe_io
-from triage.formats.slime_log import split_line, strip_carrier, strip_nested_processes
+from triage.formats.slime_log import BARE_EXCEPTION, split_line, strip_carrier, strip_nested_processes
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_CHARS = 4000
@@ -57,6 +57,12 @@ _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in(?: (
 _CARETS = re.compile(r"^[\^~]+$")
 _BARE_FRAME = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+), in(?: (?P<fn>[\w<>.]+))?\s*$')
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::\s?(?P<msg>.*))?$")
+def _exception_line(text: str) -> re.Match[str] | None:
+    """An exception line (`Type: message`), or a bare name when it is named like an exception."""
+    m = _EXCEPTION.match(text)
+    if m is None or m.group("msg") is not None or BARE_EXCEPTION.fullmatch(m.group("type")):
+        return m
+    return None
 _RAY_WRAP = re.compile(r"^(?:ray\.exceptions\.)?(?P<kind>RayTaskError|RayActorError|ActorDiedError)(?:\((?P<inner>[\w.]+)\))?:?\s?(?P<msg>.*)$")
 _RAY_HEADER = re.compile(
     r"ray::(?P<actor>[\w.-]+?)(?:\.(?P<method>[\w<>]+))?\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[^,)\s]+)"
@@ -301,6 +307,7 @@ class _Open:
         self.step, self.rollout = step, rollout
         self.last_line = line_no
         self.code_next = False  # an unindented frame was read: its code line may be unindented too
+        self.frame_indent = 2  # Python's; a paste shifted as a whole shifts the exception line with it
 
     def add_frame(self, frame: Frame) -> None:
         if len(self.frames) >= MAX_FRAMES:
@@ -402,7 +409,7 @@ class TracebackReader:
             # an exception line printed (or pasted) without the prefix its frames carried, right
             # below them: the one traceback whose frames end on the line above is its owner
             above = [k for k, t in self.open.items() if t.state == "frames" and t.last_line == line_no - 1]
-            if len(above) == 1 and _EXCEPTION.match(text.strip()) and split_line(text).fmt is None:
+            if len(above) == 1 and _exception_line(text.strip()) and split_line(text).fmt is None:
                 key = above[0]
                 tb = self.open[key]
         if tb is None:
@@ -443,9 +450,16 @@ class TracebackReader:
             return
         if text[:1] in (" ", "\t"):
             m = _FRAME.match(text)
+            indent = len(text) - len(text.lstrip())
             if m:
+                if not tb.frames:
+                    tb.frame_indent = indent
                 tb.add_frame(Frame(m.group("file"), int(m.group("line")), (m.group("fn") or "?").strip()))
-            return  # a code line or a `^^^^` marker
+                return
+            if indent >= tb.frame_indent or not _exception_line(text.strip()):
+                return  # a code line or a `^^^^` marker
+            # less indented than the frames: the exception line of a traceback pasted with every line
+            # shifted (verl-project/verl#4676: frames at 3 spaces, the exception at 1); read below
         stripped = text.strip()
         # a traceback that lost its indentation (a paste, or a prefix that ate it): bare frames,
         # the code line right under each, and `^^^^` markers
@@ -457,7 +471,7 @@ class TracebackReader:
             return
         if tb.code_next:
             tb.code_next = False
-            if not _EXCEPTION.match(stripped):
+            if not _exception_line(stripped):
                 return
         if stripped.startswith("Traceback (most recent call last)"):
             tb.close_block(None, "", line_no - 1)  # the previous block was cut: a new one starts
@@ -469,7 +483,7 @@ class TracebackReader:
         if w and _RAY_HEADER.search(stripped):
             self._wrap(tb, stripped, line_no)
             return
-        m = _EXCEPTION.match(stripped)
+        m = _exception_line(stripped)
         if m and split_line(text).fmt is None:
             tb.close_block(m.group("type"), (m.group("msg") or "").strip(), line_no)
             tb.repeated = max(tb.repeated, repeated)

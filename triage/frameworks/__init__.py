@@ -7,7 +7,8 @@ One module per framework family (`slime.py`, `verl.py`, `openrlhf.py`, `trl.py`,
   - its metric-line grammars (names of the grammars in `triage.formats.metric_lines`),
   - its argument sources (`arg_sources`: flags, Hydra overrides, YAML, Python config),
   - its error wordings (`error_wordings`: catalog id, pattern, the framework file it
-    comes from; the signature probe reads them through `error_wordings()`),
+    comes from): the signature probe reads them after its own table (`probes/signatures.yaml`),
+    each as the outcome that leads to its id, so a wording must be the failure's own words,
   - how a probe's missing artifact is produced there (`needs_help`: the flag or config
     key to name in the report, overriding `triage.run.run.NEEDS_HELP`).
 

@@ -30,7 +30,6 @@ FRAMEWORK = Framework(
                      "huggingface/transformers src/transformers/tokenization_utils_base.py"),
         ErrorWording("engine.oom_illegal_memory", r"an illegal memory access was encountered",
                      "vllm-project/vllm vllm/worker/worker.py"),
-        ErrorWording("host.ram_exhausted", r"exitcode\s*:\s*-9", "pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py"),
     ),
     needs_help={
         "metrics": "keep output_dir/trainer_state.json (the Trainer writes it at every save), the console log "

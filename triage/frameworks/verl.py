@@ -16,6 +16,9 @@ FRAMEWORK = Framework(
     log_markers=(
         "verl.trainer", "verl/trainer", "verl/workers", "(TaskRunner pid=", "(WorkerDict pid=",
         "actor_rollout_ref.", "global_seqlen/", "timing_s/", "critic/score/mean",
+        # Ray's name for verl's driver actor in a remote error (`ray::TaskRunner.run()`), and the entry
+        # points of verl's recipes (verl-project/verl recipe/dapo/main_dapo.py; verl-project/verl#747)
+        "ray::TaskRunner.", "recipe/dapo/", "main_dapo.py",
     ),
     metric_grammars=("verl_console",),
     arg_sources=("hydra_overrides", "hydra_config", "launch_script"),
@@ -26,13 +29,13 @@ FRAMEWORK = Framework(
                      "volcengine/verl verl/trainer/ppo/ray_trainer.py (_validate_config) / verl/workers/fsdp_workers.py"),
         ErrorWording("engine.oom_illegal_memory", r"CUDA error: an illegal memory access was encountered",
                      "volcengine/verl verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py"),
-        ErrorWording("memory.colocate_second_step",
-                     r"free_cache_engine|wake_up.*(out of memory|OutOfMemory)|sleep mode.*memory",
-                     "volcengine/verl verl/workers/sharding_manager/fsdp_vllm.py"),
+        ErrorWording("memory.colocate_second_step", r"\bwake_up\b.*(?:out of memory|OutOfMemoryError)",
+                     "volcengine/verl verl/workers/sharding_manager/fsdp_vllm.py (the engine woken for rollout)"),
         ErrorWording("host.ram_exhausted", r"Task was killed due to the node running low on memory",
                      "ray-project/ray python/ray/_private/memory_monitor.py"),
-        ErrorWording("sched.insufficient_gpus", r"Total available GPUs \d+ is less than total desired GPUs \d+",
-                     "volcengine/verl verl/single_controller/ray/base.py (ResourcePoolManager)"),
+        # Ray reports GPUs as floats: `Total available GPUs 7.0 is less than total desired GPUs 8` (verl-project/verl#5954)
+        ErrorWording("sched.insufficient_gpus", r"Total available GPUs [\d.]+ is less than total desired GPUs [\d.]+",
+                     "volcengine/verl verl/trainer/ppo/ray_trainer.py (ResourcePoolManager._check_resource_available)"),
     ),
     needs_help={
         "metrics": "keep the driver log with its `step:N - key:value` lines, or run with "
