@@ -81,6 +81,14 @@ def _app_frames(chain: Chain) -> list[Frame]:
     return [f for f in chain.root.frames if in_app(f)]
 
 
+def _tail(path: str) -> str:
+    """A frame's file by its last directory and name (`dataset/rl_dataset.py`): the directories above
+    are the user's mount points (`/mnt/…/dataset/rednote/…/swift/…/sft.py`, modelscope/ms-swift#9863),
+    not the code's role."""
+    parts = re.split(r"[/\\]", path)
+    return "/" + "/".join(parts[-2:])
+
+
 def component_of(chain: Chain) -> tuple[str, str]:
     """(component, why): decided from the actor that raised the root error and the frames' files."""
     root = chain.root
@@ -95,7 +103,7 @@ def component_of(chain: Chain) -> tuple[str, str]:
     if any(p in DATA_PACKAGES for p in packages) or any("torch/utils/data" in f.file for f in frames) \
             or "DataLoader worker" in root.message:
         return "data loading", "the error was raised in the data-loading path (DataLoader / datasets frames)"
-    hit = next((f for f in reversed(app) if DATA.search(f.file) or DATA.search(f.function)), None)
+    hit = next((f for f in reversed(app) if DATA.search(_tail(f.file)) or DATA.search(f.function)), None)
     if hit is not None and not any(p in ENGINE_PACKAGES for p in packages):
         return "data loading", f"frame {hit} is data-loading code"
     if ENGINE_ACTOR.search(actor):

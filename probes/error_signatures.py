@@ -366,10 +366,17 @@ def quote(line: LogLine) -> dict[str, Any]:
     return {"where": line.where(), "text": line.text, "source": line.source}
 
 
+# A note the user typed where they cut the paste (`... (many NCCL timeout errors from different
+# ranks) ...`, volcengine/verl#3873): between ellipses, it says what was left out, not what the job printed.
+_ELISION = re.compile(r"^\s*(?:\.{3,}|…)(?:.*(?:\.{3,}|…))?\s*$")
+
+
 def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int], tuple[str, ...]]]:
     """Error, notable and traceback-ending lines, deduplicated, with the frames each line ends."""
     lines: dict[tuple[str, int], LogLine] = {}
     for line in [*log.errors, *log.notable]:
+        if line.text[:1] in (".", "…", " ") and _ELISION.match(line.text):
+            continue
         lines.setdefault((line.path, line.line_no), line)
     # Match a traceback's final line to the error line it was also kept as (texts may be
     # capped at different lengths, so compare their starts).

@@ -49,7 +49,7 @@ from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
 from triage.thresholds import count, threshold
 
-from probes.error_signatures import cut_traceback_line, scan, stopped_on
+from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, scan, stopped_on
 from probes.grad_norm_health import GradNormHealth, loss_spikes
 from probes.nonfinite_onset import NonfiniteOnset
 from probes.policy_drift import PolicyDrift
@@ -227,7 +227,8 @@ class Symptom(Probe):
         for line, order, _frames in result.fatal_lines:
             if RETRYING.search(line.text) or survived(line) or cut_traceback_line(line):
                 continue  # (a cut traceback is read below, with the frames it does hold)
-            candidates.append((order, line, "other_error", "root"))
+            # a report of another process's death comes after its cause, like a cascade
+            candidates.append((order, line, "other_error", "cascade" if CONSEQUENCE_LINE.search(line.text) else "root"))
         if not candidates:
             return self._cut_traceback(run)
         if hang_evidence and all(HANG_LINE.search(c[1].text) for c in candidates):

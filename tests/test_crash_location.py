@@ -505,3 +505,25 @@ def test_a_traceback_pasted_with_every_line_shifted_keeps_its_exception(tmp_path
     (tmp_path / "job.log").write_text(text, encoding="utf-8")
     [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
     assert tb.exception.startswith("RuntimeError: Kernel requires") and len(tb.frames) == 2
+
+
+def test_an_egg_installed_framework_is_known_and_a_mount_point_is_not_the_codes_role():
+    from probes.crash_location import component_of
+    from triage.formats.tracebacks import package_of
+
+    egg = "/usr/local/python3.9.10/lib/python3.9/site-packages/ms_swift-2.5.2-py3.9.egg/swift/llm/sft.py"
+    assert package_of(egg) == "swift"
+    # modelscope/ms-swift#2407: an egg install, the dataset prepared in swift's own code
+    text = ("Traceback (most recent call last):\n"
+            f'  File "{egg}", line 392, in prepare_dataset\n'
+            "    td0, tkwargs0 = template.encode(train_dataset[0])\n"
+            "KeyError: 'label'\n")
+    chain = next(iter(read_text(text).groups.values())).first
+    assert component_of(chain)[0] == "data loading"
+    # modelscope/ms-swift#9863: a `/dataset/` mount point above the trainer's code is no data loading
+    text = ("Traceback (most recent call last):\n"
+            '  File "/mnt/tidalfs-alsg01/dataset/rednote/work/swift/megatron/pipelines/train/sft.py", line 68, in run\n'
+            "    self.trainer.train()\n"
+            "RuntimeError: boom\n")
+    chain = next(iter(read_text(text).groups.values())).first
+    assert component_of(chain)[0] != "data loading"

@@ -434,6 +434,12 @@ FIELD_CASES = [
     # engine.port_conflict as verl's SGLang replicas hit it (verl-project/verl#6448; c10d socket.cpp), already covered
     ("engine_port_conflict", "(SGLangHttpServer pid=3101) torch.distributed.DistNetworkError: The server socket has failed to "
      "listen on any local network address. port: 30412, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use\n"),
+    # later additions (the indices above are referred to below)
+    ("network_failure", "(LLMRayActor pid=90738, ip=172.19.24.110) mlx5: host_unknown: got completion with error:\n"),  # rdma-core
+    # deps.version_mismatch: a build for another CUDA major version (glibc ld.so; CPython's extension import)
+    ("version_mismatch", "$VENV/bin/python: error while loading shared libraries: libcudart.so.13: cannot open shared object "
+     "file: No such file or directory\n"),  # sgl-project/sglang#36533
+    ("version_mismatch", "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"),  # vllm#1369
 ]
 
 
@@ -1121,3 +1127,21 @@ def test_a_bare_exception_under_headerless_frames_ends_the_job(tmp_path):
     obs = examine(tmp_path, log)
     assert obs.outcome == "other_error"
     assert obs.evidence["line"]["text"] == 'Exception: Request failed: 404, {"detail":"Not Found"}'
+
+
+def test_a_users_elision_note_is_not_an_error_line(tmp_path):
+    # verl-project/verl#3873 as pasted: the user's note where the paste was cut, then the first real report
+    log = ("(TaskRunner pid=2119) step:12 - actor/pg_loss:0.01\n"
+           "... (many NCCL timeout errors from different ranks) ...\n"
+           "(WorkerDict pid=3301) [rank3]:[E1023 10:20:03.551 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught "
+           "collective operation timeout: WorkNCCL(SeqNum=26, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+           "Timeout(ms)=600000) ran for 600021 milliseconds before timing out.\n"
+           "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+           "the problem, check the logs for the dead worker.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "nccl_abort"
+    assert obs.evidence["line"]["where"].endswith("job.log:3")
+    from probes.symptom import Symptom
+
+    sym = Symptom().examine(make_run(tmp_path, log))
+    assert sym.evidence["details"]["error_exit"]["where"].endswith("job.log:3")  # not the raylet's report after it

@@ -322,3 +322,14 @@ def test_an_older_megatron_line_without_consumed_samples_is_read(tmp_path):
     assert index.framework == "megatron"
     steps, scales = index.metrics.series("megatron", "loss scale")
     assert list(steps) == [1, 2, 3] and list(scales) == [2.0 ** 31, 2.0 ** 30, 2.0 ** 29]
+
+
+def test_trls_vllm_server_access_lines_are_a_trl_run(tmp_path):
+    # huggingface/trl#3214 pasted only `trl vllm-serve`'s uvicorn access lines: triaged, not refused
+    from triage.api import triage
+
+    (tmp_path / "job.log").write_text(
+        'INFO:     127.0.0.1:56516 - "POST /update_named_param/ HTTP/1.1" 200 OK\n' * 3
+        + 'INFO:     127.0.0.1:48320 - "POST /close_communicator/ HTTP/1.1" 200 OK\n', encoding="utf-8")
+    report = triage(str(tmp_path))
+    assert report.run.framework == "hf_trainer" and report.root_cause.id == "inconclusive"

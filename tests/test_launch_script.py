@@ -179,3 +179,43 @@ def test_a_deleted_hydra_key_is_not_an_argument(tmp_path):
     (tmp_path / "job.log").write_text("(TaskRunner pid=1) step:1 - actor/grad_norm:0.4\n")
     args = open_run(str(tmp_path)).args
     assert "reward_model" not in args and args.get("trainer.val_before_train") is False
+
+
+# THUDM/slime#1321 as pasted: the script's argument arrays, without the command that uses them
+SLIME_ARRAYS = """\
+CKPT_ARGS=(
+   --hf-checkpoint GLM/GLM-Z1-9B-0414/
+   --load ckpt/GLM-Z1-9B-0414_slime/
+)
+
+ROLLOUT_ARGS=(
+   --rollout-batch-size 16
+   --n-samples-per-prompt 8
+
+   --global-batch-size {gbs}
+   --num-steps-per-rollout 1
+)
+"""
+
+
+def test_a_pasted_scripts_arrays_are_the_runs_arguments(tmp_path):
+    from triage.api import triage
+
+    run = open_file_run_from_text(tmp_path, SLIME_ARRAYS.format(gbs=128))
+    assert run.args.get("rollout_batch_size") == 16 and run.args.get("global_batch_size") == 128
+    assert run.args.source_of("global_batch_size") == "launch_script"
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "job.log").write_text(SLIME_ARRAYS.format(gbs=100), encoding="utf-8")
+    assert triage(str(tmp_path / "bad")).root_cause.id == "config.batch_size_mismatch"
+
+
+def test_a_pasted_script_cut_mid_quote_is_not_refused(tmp_path):
+    run = open_file_run_from_text(tmp_path, 'ROLLOUT_ARGS=(\n   --rollout-batch-size 16\n)\npython3 train.py --x "unclosed\n')
+    assert not run.args.has("rollout_batch_size")  # nothing read from it, and no error
+
+
+def open_file_run_from_text(tmp_path, text):
+    from triage.run import open_run
+
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    return open_run(str(tmp_path))

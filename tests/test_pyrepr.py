@@ -104,3 +104,36 @@ def test_orjson_reads_what_the_standard_parser_reads(monkeypatch):
     for body, got in zip(bodies, fast):
         want = parse_metric_dict(body)
         assert repr(got) == repr(want) and [type(v) for v in got.values()] == [type(v) for v in want.values()], body
+
+
+@pytest.mark.parametrize("text", [
+    "{'train/loss': 0.1, 'train/grad_norm': 1.5e-06, 'train/step': 3}",
+    "{'a': nan, 'b': -inf, 'c': True, 'd': None}",
+    "{'a': [1, 2], 'b': 12345678901234567890}",  # a container, an integer past int64
+    "{'a': \"it's\"}",  # a quote inside: the literal parser's
+    "{'a': 1,",  # cut
+])
+def test_the_metric_tables_fast_path_stores_what_the_careful_one_does(text):
+    from triage.formats.metric_table import MetricTable
+    from triage.formats.pyrepr import parse_metric_record
+
+    try:
+        careful = parse_metric_dict(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            parse_metric_record(text)
+        return
+    fast, slow = MetricTable(), MetricTable()
+    fast.add("step", 1, parse_metric_record(text))
+    slow.add("step", 1, careful)
+    assert fast.keys("step") == slow.keys("step")
+    for key in slow.keys("step"):
+        assert str(fast.series("step", key)[1].tolist()) == str(slow.series("step", key)[1].tolist())
+
+
+def test_a_timers_end_note_depends_on_its_name_alone():
+    from triage.formats.slime_log import _notable_tag
+
+    for name in ("update_weights", "offload_train", "wake_up", "train", "grad_nan_check", "found"):
+        notes = {_notable_tag(f"Timer {name} end (elapsed: {s}s)") for s in ("1.5", "nan", "-inf", "inf", "3e-05", "0")}
+        assert len(notes) == 1, (name, notes)

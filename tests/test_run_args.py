@@ -229,3 +229,47 @@ def test_a_command_line_outranks_hydras_report(tmp_path):
     (tmp_path / "job.log").write_text(HYDRA_REPORT + "\n", encoding="utf-8")
     (tmp_path / "cmdline.txt").write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=64\n", encoding="utf-8")
     assert open_run(str(tmp_path)).args.get("data.train_batch_size") == 64
+
+
+def test_a_pasted_list_of_flags_is_the_runs_arguments(tmp_path):
+    # NVIDIA/Megatron-LM#1469 pasted its arguments one per line, with no command above them
+    from triage.formats.pasted_command import pasted_flag_block
+
+    (tmp_path / "job.log").write_text("my args:\n--lr 4.2e-4\n--min-lr 4.2e-5\n--lr-decay-style cosine\n--bf16\n\nthen it hangs\n",
+                                      encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("lr") == 4.2e-4 and args.get("lr_decay_style") == "cosine" and args.get("bf16") is True
+    assert pasted_flag_block(["use --lr 1 or --bf16 here\n--x 1\n"]) is None  # flags in prose, or fewer than three lines
+
+
+def test_a_pasted_yaml_config_is_the_runs_arguments(tmp_path):
+    # huggingface/trl#3347 pasted its recipe's YAML
+    (tmp_path / "job.log").write_text(
+        "# GRPO trainer config\nbf16: true\nuse_vllm: true\nlearning_rate: 1.0e-06\nnum_generations: 7\n"
+        "per_device_train_batch_size: 2\ngradient_accumulation_steps: 16\nmax_completion_length: 3000\n",
+        encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("num_generations") == 7 and args.get("max_completion_length") == 3000
+    assert args.source_of("num_generations") == "config_file"
+
+
+@pytest.mark.parametrize("text", [
+    "INFO: started\nWARNING: slow\nERROR: boom\n",  # a log's `word: text` lines are a mapping, not a config
+    "a: &x {b: 1, c: 2}\n",
+])
+def test_text_that_is_not_a_training_config_gives_no_arguments(text):
+    from triage.formats.hydra_overrides import pasted_config
+
+    assert pasted_config(text) == {}
+
+
+def test_yaml_aliases_cannot_blow_up_a_config():
+    from triage.formats.hydra_overrides import MAX_FLAT_KEYS, flatten
+
+    import yaml
+
+    levels = ["a0: &a0 {x: 1, y: 2, z: 3, w: 4, v: 5, u: 6, t: 7, s: 8, r: 9, q: 10}"]
+    for i in range(1, 9):
+        refs = ", ".join(f"k{j}: *a{i - 1}" for j in range(10))
+        levels.append(f"a{i}: &a{i} {{{refs}}}")
+    assert len(flatten(yaml.safe_load("\n".join(levels)))) == MAX_FLAT_KEYS

@@ -157,3 +157,19 @@ def test_the_same_paste_gets_the_same_candidates_in_every_process(tmp_path):
     assert seen[0] == seen[1] and seen[0]
     # a candidate a finding stands behind (every health check that ran passed) ranks before those none does
     assert seen[0][0] == "healthy"
+
+
+def test_an_inconclusive_verl_run_is_not_told_slimes_flags(tmp_path):
+    from triage.api import triage
+
+    # a verl driver's watchdog report and nothing else (verl-project/verl#3873's paste, shortened)
+    (tmp_path / "job.log").write_text(
+        "(TaskRunner pid=2119) step:12 - actor/pg_loss:0.01 - actor/grad_norm:0.3 - critic/score/mean:0.2\n"
+        "(WorkerDict pid=3301) [rank3]:[E1023 10:20:03.551 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=26, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600021 milliseconds before timing out.\n", encoding="utf-8")
+    report = triage(str(tmp_path))
+    assert report.run.framework == "verl"
+    assert report.root_cause.id == "inconclusive"
+    assert "--dump-details" not in report.root_cause.remedy and report.root_cause.flags == []
+    assert "trainer.rollout_data_dir" in report.root_cause.remedy

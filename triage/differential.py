@@ -87,7 +87,11 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
         lacks = [f"{a}:{b}" for a, b in sorted(best) if (a, b) not in observed]
         command = blocker.missing.command if blocker.missing and blocker.missing.command else None
         if vid == HEALTHY:
-            supports = ["no symptom was seen, and every health check that ran passed"]
+            # only what the checks that ran saw: none ran, nothing stands behind it (THUDM/slime#1542's
+            # paste of rollout requests refused 58 times ranked `healthy` first on no check at all)
+            ran = int(health.evidence.get("ran", 0)) if health is not None else 0
+            supports = [f"no symptom was seen, and the {ran} health check{'s' if ran > 1 else ''} that ran "
+                        f"passed"] if ran else []
             command = blocker.evidence.get("command") or verdict.confirm
         out.append(Candidate(id=vid, title=verdict.title, score=round(best_share, 3), supports=supports,
                              lacks=lacks, next_step=command or verdict.confirm))

@@ -208,6 +208,9 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
             explanation += (" Nothing observed points at one cause; the checks that could not run would decide "
                             "among: " + ", ".join(c.id for c in candidates) + ".")
     coverage = build_coverage(run, walk.findings)
+    remedy, flags = verdict.remedy, list(verdict.flags)
+    if walk.verdict == INCONCLUSIVE:
+        remedy, flags = _inconclusive_remedy(run, remedy, flags)
     report = Report(
         created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         duration_s=round(duration_s, 4),
@@ -218,7 +221,7 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         root_cause=RootCause(
             id=verdict.id, title=verdict.title, confidence=round(_confidence(walk) * confidence_factor(coverage), 3),
             explanation=explanation,
-            remedy=verdict.remedy, flags=list(verdict.flags),
+            remedy=remedy, flags=flags,
         ),
         path=steps,
         ruled_out=ruled_out,
@@ -229,3 +232,18 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
     from triage.memory.enrich import enrich
 
     return enrich(report, run)  # changes since the last good run, confirmed history; records the verdict
+
+
+def _inconclusive_remedy(run: Run, remedy: str, flags: list[str]) -> tuple[str, list[str]]:
+    """The catalog's remedy names slime's dump flags; another framework's run is told its own way
+    to keep the rollouts (its adapter's `needs_help`), or none, never a flag it does not have."""
+    from triage import frameworks
+
+    fw = frameworks.for_run(run.framework)
+    if fw is not None and fw.name == "slime":
+        return remedy, flags
+    text = "Produce the missing artifacts and triage again: each check that could not run says what it needs."
+    keep = fw.needs_help.get("rollout_dump") if fw is not None else None
+    if keep:
+        text += f" To keep the rollouts in {fw.title}: {keep}."
+    return text, []

@@ -78,11 +78,18 @@ def split_overrides(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
     return parse_overrides(overrides), rest
 
 
+# A config holds hundreds of keys; YAML aliases can make a small text name a subtree many times
+# over (`&a` / `*a` nested), so the walk stops at this many.
+MAX_FLAT_KEYS = 100_000
+
+
 def flatten(obj: Any, prefix: str = "", out: dict[str, Any] | None = None, depth: int = 0) -> dict[str, Any]:
-    """A nested mapping as dotted keys (lists stay values)."""
+    """A nested mapping as dotted keys (lists stay values), at most MAX_FLAT_KEYS of them."""
     out = {} if out is None else out
     if isinstance(obj, dict) and depth < 16:
         for key, value in obj.items():
+            if len(out) >= MAX_FLAT_KEYS:
+                break
             name = f"{prefix}.{key}" if prefix else str(key)
             if isinstance(value, dict) and value:
                 flatten(value, name, out, depth + 1)
@@ -156,3 +163,28 @@ def overrides_in_error_report(text: str) -> dict[str, Any]:
         if is_override(token):
             tokens.append(token)
     return parse_overrides(tokens)
+
+
+MIN_KNOWN_KEYS = 2  # a mapping with fewer argument names the frameworks use is not a training config
+
+
+def pasted_config(text: str) -> dict[str, Any]:
+    """A YAML training config pasted as the log (a TRL recipe, an OpenRLHF or verl config:
+    huggingface/trl#3347), as dotted keys; {} for text that is not one: not YAML, not a mapping,
+    or a mapping holding fewer than MIN_KNOWN_KEYS argument names of the frameworks
+    (triage/frameworks/args.yaml), as a log's `key: value` lines would."""
+    from triage import frameworks
+
+    if ":" not in text:
+        return {}
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(raw, dict) or len(raw) < 3:
+        return {}
+    flat = flatten(raw)
+    known = frameworks.canonical_arg_names()
+    if sum(1 for key in flat if key.replace("-", "_") in known) < MIN_KNOWN_KEYS:
+        return {}
+    return resolve_interpolations(flat)

@@ -342,6 +342,35 @@ def parse_launch_script(text: str, path: str | Path = "<script>") -> LaunchScrip
     return out
 
 
+# a bash array assignment opening a line (`ROLLOUT_ARGS=(`), or a shebang: a script, not a log
+_SCRIPT_SHAPE = re.compile(r"^(?:#!/(?:usr/)?bin/(?:env )?(?:ba)?sh\b|\s*(?:export\s+)?[A-Za-z_]\w*\+?=\()", re.M)
+
+
+def pasted_script_arguments(text: str, where: str) -> tuple[dict[str, object], dict[str, object]] | None:
+    """(flags, overrides) of a launch script pasted as text (THUDM/slime#1321 pasted its `*_ARGS=( … )`
+    arrays alone); None when the text has no script's shape. Without a training command the arrays'
+    own flags are the arguments, as slime's scripts pass every `*_ARGS` array to train.py. A paste
+    cut mid-quote is read up to nothing rather than refused: the log beside it is still triaged; one
+    cut inside an array (THUDM/slime#795) keeps the words the array holds up to the cut."""
+    if not _SCRIPT_SHAPE.search(text):
+        return None
+    try:
+        script = parse_launch_script(text, where)
+    except CorruptArtifact:
+        try:
+            script = parse_launch_script(text + "\n)\n", where)
+        except CorruptArtifact:
+            return None
+    if script.command:
+        return script_arguments(script)
+    from triage.formats.run_args import _parse_flags
+
+    words = [w for name in script.arrays for w in script.arrays[name]]
+    if not any(w.startswith("--") for w in words):
+        return None
+    return _parse_flags(words), {}
+
+
 def script_arguments(script: LaunchScript) -> tuple[dict[str, object], dict[str, object]]:
     """(flags, Hydra overrides) of the script's training command."""
     from triage.formats.hydra_overrides import split_overrides

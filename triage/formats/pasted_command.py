@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 
 
-__all__ = ["pasted_command"]
+__all__ = ["pasted_command", "pasted_flag_block"]
 
 # a CLI the frameworks install, or a launcher, and what follows it on the line
 _LAUNCH = re.compile(
@@ -48,4 +48,24 @@ def pasted_command(texts: Iterable[str]) -> str | None:
                 parts[-1] = parts[-1].rstrip()[:-1]
                 parts.append(lines[j].strip())
             return " ".join(p.strip() for p in parts if p.strip())
+    return None
+
+
+# a line that is one flag and its value, as a launch script's argument list lists them
+_FLAG_LINE = re.compile(r"^\s*--[A-Za-z][\w-]*(?:[ =]\S.*)?\s*\\?\s*$")
+MIN_FLAG_LINES = 3  # fewer are a flag mentioned in prose, not an argument list
+
+
+def pasted_flag_block(texts: Iterable[str]) -> str | None:
+    """The first run of flag lines in the pasted texts (`--lr 4.2e-4` one per line, with no command
+    above them: NVIDIA/Megatron-LM#1469 pasted its arguments so), joined as bare flags."""
+    for text in texts:
+        run: list[str] = []
+        for line in [*text.splitlines(), ""]:
+            if _FLAG_LINE.match(line):
+                run.append(line.strip().rstrip("\\").strip())
+                continue
+            if len(run) >= MIN_FLAG_LINES:
+                return " ".join(run)
+            run = []
     return None

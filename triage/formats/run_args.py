@@ -303,7 +303,13 @@ def collect_run_args(run: Run) -> RunArgs:
     elif artifacts.logs and artifacts.command_line is None and not artifacts.command:
         from triage.formats.pasted_command import pasted_command
 
+        if not getattr(artifacts, "launch_scripts", ()):
+            _pasted_arguments(run, layer)
         pasted = pasted_command(run.pastes.values())
+        if pasted is None:
+            from triage.formats.pasted_command import pasted_flag_block
+
+            pasted = pasted_flag_block(run.pastes.values())
         if pasted:
             command(pasted)
     if artifacts.command_line is not None:
@@ -318,6 +324,25 @@ def collect_run_args(run: Run) -> RunArgs:
     out = RunArgs(values, sources)
     out._origins = origins
     return out
+
+
+def _pasted_arguments(run: Run, layer) -> None:
+    """A YAML config or a launch script (bash arrays, a shebang) pasted as the log: read as what it is."""
+    from triage.formats.hydra_overrides import DELETED
+    from triage.formats.launch_script import pasted_script_arguments
+
+    from triage.formats.hydra_overrides import pasted_config
+
+    for where, text in run.pastes.items():
+        config = pasted_config(text)
+        if config:
+            layer(config, CONFIG_FILE)
+            continue
+        found = pasted_script_arguments(text, where)
+        if found is not None:
+            flags, overrides = found
+            layer({k: v for k, v in overrides.items() if v is not DELETED}, LAUNCH_SCRIPT)
+            layer(flags, LAUNCH_SCRIPT)
 
 
 def _hydra_report(run: Run) -> dict[str, object]:

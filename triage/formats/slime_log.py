@@ -49,7 +49,7 @@ from triage.formats.log_index import (
     Traceback,
 )
 from triage.formats.metric_lines import GRAMMAR_FRAMEWORK, Unparsed, parse_framework_metric
-from triage.formats.pyrepr import parse_metric_dict
+from triage.formats.pyrepr import parse_metric_record
 
 try:  # optional: one multi-pattern pass per chunk instead of one pass per marker
     import ahocorasick_rs as _ahocorasick
@@ -901,7 +901,7 @@ class _FileScan:
                         if not self.tracebacks:
                             # `Timer update_weights start` marks a weight update; a start line's message
                             # repeats every step, so its answer is kept
-                            note = _timer_note(msg) if seconds is None else _notable_tag(msg)
+                            note = _timer_note(msg) if seconds is None else _timer_end_note(name, msg)
                             if note is not None:
                                 source = src or (tag.strip() if miles else None)
                                 line = _Line(msg, source, ts, None, "miles" if miles else "slime")
@@ -947,7 +947,7 @@ class _FileScan:
         """Record a slime metric line; False when its dict does not parse (the caller decides what it was)."""
         kind, n, text = m.group("kind", "n", "dict")
         try:
-            record = parse_metric_dict(text)
+            record = parse_metric_record(text)
         except ValueError:
             return False
         if len(n) > 18:  # past int64 it is not a step (the metric table indexes by int64)
@@ -1254,6 +1254,23 @@ def _timer_note(msg: str) -> str | None:
         note = _notable_tag(msg)
         if len(_TIMER_NOTES) < MAX_TIMERS:
             _TIMER_NOTES[msg] = note
+        return note
+
+
+_TIMER_END_NOTES: dict[str, str | None] = {}
+
+
+def _timer_end_note(name: str, msg: str) -> str | None:
+    """`_notable_tag` of `Timer <name> end (elapsed: <s>s)`, remembered per timer: the tag depends on
+    the name alone. The elapsed time (`[-+\\d.eE]+`, `nan`, `inf`) is always followed by `s)`, so no
+    tag's pattern can end on it (`nan` / `inf` never stand as a word there), and it holds no space
+    or `/` for the progress patterns."""
+    try:
+        return _TIMER_END_NOTES[name]
+    except KeyError:
+        note = _notable_tag(msg)
+        if len(_TIMER_END_NOTES) < MAX_TIMERS:
+            _TIMER_END_NOTES[name] = note
         return note
 
 

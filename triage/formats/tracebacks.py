@@ -185,7 +185,8 @@ LIBRARIES = (
     "urllib3", "aiohttp", "httpx", "uvicorn", "fastapi", "zmq", "pyarrow", "pandas", "tqdm", "wandb", "hydra",
     "omegaconf", "packaging", "setproctitle", "cloudpickle", "grpc", "apex", "torch_memory_saver",
 )
-_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<pkg>[\w.-]+)")
+# (an egg install puts the package one directory down: `site-packages/ms_swift-2.5.2-py3.9.egg/swift/…`)
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[\w.-]+\.egg[/\\])?(?P<pkg>[\w.-]+)")
 _STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)|^<frozen |^<string>$|^<stdin>$|^<[\w ]+>$")
 _LIB_DIR = re.compile(r"(?:^|[/\\])(?P<pkg>" + "|".join(re.escape(x) for x in LIBRARIES) + r")[/\\]")
 _FW_DIR = re.compile(r"(?:^|[/\\])(?P<pkg>" + "|".join(FRAMEWORKS) + r")[/\\]")

@@ -16,7 +16,10 @@ FRAMEWORK = Framework(
     log_markers=("trl/trainer", "transformers/trainer.py", "GRPOTrainer", "axolotl", "'epoch': ",
                  "trainer_state.json", "{'train_runtime'",
                  # `trl env`'s report (trl/cli.py) and GRPOTrainer's batch check (trl/trainer/grpo_trainer.py)
-                 "- TRL version:", "number of generations per prompt"),
+                 "- TRL version:", "number of generations per prompt",
+                 # `trl vllm-serve`'s endpoints in uvicorn's access lines (trl/scripts/vllm_serve.py;
+                 # huggingface/trl#3214 pasted only those)
+                 "/update_named_param/", "/init_communicator/", "/close_communicator/"),
     metric_grammars=("hf_dict",),
     arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
     error_wordings=(
