@@ -407,9 +407,14 @@ class ConfigRule(Probe):
         gbs = arg_int(run, "global_batch_size")
         steps = arg_int(run, "num_steps_per_rollout")
         if rbs is None or (gbs is None and steps is None):
+            mini = self._mini_batch(run)
+            if mini is not None and mini.outcome == "violated":
+                return mini
             split = self._data_parallel_split(run)
             if split is not None:
                 return split
+            if mini is not None:
+                return mini
             return self._obs(
                 "not_applicable",
                 "The arguments do not give rollout_batch_size with global_batch_size or num_steps_per_rollout.",
@@ -458,6 +463,28 @@ class ConfigRule(Probe):
             )
         evidence["arithmetic"] = f"{rbs}*{n} = {samples} = {samples // gbs} steps of {gbs}"
         return self._obs("satisfied", f"global_batch_size is consistent ({evidence['arithmetic']}).", 0.85, **evidence)
+
+    def _mini_batch(self, run: Run) -> Observation | None:
+        """verl's check that a step's prompts fill at least one mini-batch: `assert
+        data.train_batch_size >= actor.ppo_mini_batch_size`, both prompt counts, unless the batch is
+        dynamic (verl/trainer/ppo/ray_trainer.py `_validate_config`; verl-project/verl#538 ran 176
+        prompts a step against a mini-batch of 440). None when the run does not give both."""
+        train = arg_int(run, "data.train_batch_size")
+        mini = arg_int(run, "actor_rollout_ref.actor.ppo_mini_batch_size")
+        if train is None or mini is None or as_bool(arg_value(run, "actor_rollout_ref.actor.use_dynamic_bsz")[1]):
+            return None
+        evidence: dict[str, Any] = {"data.train_batch_size": train, "actor.ppo_mini_batch_size": mini}
+        if train < mini:
+            evidence["arithmetic"] = f"data.train_batch_size {train} < actor_rollout_ref.actor.ppo_mini_batch_size {mini}"
+            return self._obs(
+                "violated",
+                f"A step's prompts do not fill one mini-batch ({evidence['arithmetic']}); verl asserts "
+                "data.train_batch_size >= ppo_mini_batch_size at start (both count prompts).",
+                0.9,
+                **evidence,
+            )
+        evidence["arithmetic"] = f"data.train_batch_size {train} >= actor_rollout_ref.actor.ppo_mini_batch_size {mini}"
+        return self._obs("satisfied", f"A step's prompts fill the mini-batch ({evidence['arithmetic']}).", 0.8, **evidence)
 
     def _data_parallel_split(self, run: Run) -> Observation | None:
         """verl's batch over its data-parallel workers, when the batch is a prompt count.

@@ -167,7 +167,7 @@ def _message_logged_with(run: Run, chain: Chain) -> LogLine | None:
     return min(above, key=lambda e: e.line_no) if above else None
 
 
-def pasted_cut_traceback(run: Run) -> Chain | None:
+def pasted_cut_traceback(run: Run, header_alone: bool = False) -> Chain | None:
     """The traceback a paste-sized log holds that was cut before its exception line, unless the job
     logged steps after it. A job's own log prints its exception line; only a paste is cut like this.
     One answer for the symptom, the signature check and the crash's place."""
@@ -186,7 +186,7 @@ def pasted_cut_traceback(run: Run) -> Chain | None:
         return None
     # a run made of pastes shares the run's reader; a large log beside a paste is not read for this
     reader = run.tracebacks if len(small) == len(run.artifacts.logs) else read_tracebacks([Path(p) for p in sorted(small)])
-    return cut_traceback(reader, threshold("symptom.survived_after"), small)
+    return cut_traceback(reader, threshold("symptom.survived_after"), small, header_alone)
 
 
 class CrashLocation(Probe):

@@ -105,6 +105,9 @@ FATAL_LINE = re.compile(
     # (`raise Exception(msg)` prints a bare `Exception: msg`: huggingface/trl#3587)
     r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?:\([^)]*\))?:"
     r"|Fatal Python error"
+    # abseil's failure signal handler (Ray's workers install it): `*** SIGABRT received at time=1773825404 on cpu 49 ***`
+    # (verl-project/verl#5659, after `Cannot load symbol cublasLtGetVersion`)
+    r"|\*\*\* SIG[A-Z]+ received at time=\d+"
     r"|Segmentation fault"
     r"|core dumped"
     r"|terminate called after throwing"
@@ -438,7 +441,8 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
     numbers = {path: [ln.line_no for ln in file_lines] for path, file_lines in by_file.items()}
 
     def context_texts(line: LogLine, scope: str = "window") -> list[str]:
-        texts = [line.text, *frames.get((line.path, line.line_no), ())]
+        # (the actor that printed the line is context too: `(SGLangEngine pid=3102)`)
+        texts = [line.text, *frames.get((line.path, line.line_no), ()), *((line.source,) if line.source else ())]
         if scope == "frames":
             return texts
         nos, file_lines = numbers[line.path], by_file[line.path]
@@ -724,7 +728,8 @@ def cut_traceback_line(line: LogLine) -> bool:
     """Whether a fatal line stands for a traceback cut before its exception line: its header alone,
     or nothing (frames pasted without header or exception): it names no error of its own."""
     text = line.text.strip()
-    return not text or text.endswith("Traceback (most recent call last):")
+    # (a progress bar's leftovers may follow the header on its line: OpenRLHF/OpenRLHF#95)
+    return not text or "Traceback (most recent call last):" in text
 
 
 def stopped_on(line: LogLine) -> str:
@@ -864,7 +869,9 @@ class ErrorSignatures(Probe):
             return self._signature_observation(run, result, chosen, base)
         fatal = [f for f in result.fatal_lines if not cut_traceback_line(f[0])]
         if fatal:
-            line, _order, frames = min(fatal, key=lambda f: f[1])
+            # a report of another process's death (Ray prints the raylet's first) names no cause of its own
+            causes = [f for f in fatal if not CONSEQUENCE_LINE.search(f[0].text)] or fatal
+            line, _order, frames = min(causes, key=lambda f: f[1])
             return self.observe(
                 "other_error",
                 f"The job stopped on an error no guide lists: {stopped_on(line)} at {line.where()}{_who(line)}.",

@@ -198,6 +198,17 @@ class NonfiniteOnset(Probe):
             s, nf = min(persistent, key=lambda t: t[1].runs[-1].start_step)
             start = nf.runs[-1].start_step
             evidence["persistent_from_step"] = start
+            if all(n.runs[-1].length < 2 for _s, n in persistent):
+                # only the last record logged is non-finite (verl-project/verl#1037 pasted one step): no
+                # later record says whether training recovers, so this is the weaker reading
+                return self.observe(
+                    "persistent",
+                    f"{s.key} is non-finite at step {start}, the last record logged; no later record shows whether "
+                    f"training recovers (non-finite: {names}).",
+                    0.6,
+                    last_record_only=True,
+                    **evidence,
+                )
             return self.observe(
                 "persistent",
                 f"{s.key} is non-finite from step {start} on and never recovers "

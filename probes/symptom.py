@@ -250,17 +250,18 @@ class Symptom(Probe):
         stopped on an error, only its words are missing."""
         from probes.crash_location import pasted_cut_traceback
 
-        chain = pasted_cut_traceback(run)
+        # (a header with no readable frame under it too: OpenRLHF/OpenRLHF#762's paste ends mid-path)
+        chain = pasted_cut_traceback(run, header_alone=True)
         if chain is None:
             return None
-        inner = chain.root.frames[-1]
+        inner = chain.root.frames[-1] if chain.root.frames else None
         return {
-            "reason": (f"the log holds a traceback cut before its exception at {chain.where} "
-                       f"(innermost frame: {inner.function} in {inner.file}:{inner.line})"),
+            "reason": f"the log holds a traceback cut before its exception at {chain.where}"
+                      + (f" (innermost frame: {inner.function} in {inner.file}:{inner.line})" if inner else ""),
             "confidence": 0.6,
             "error": "cut_traceback",
             "where": chain.where,
-            "text": str(inner),
+            "text": str(inner) if inner else "Traceback (most recent call last):",
             "error_lines": 0,
         }
 

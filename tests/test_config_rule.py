@@ -571,3 +571,16 @@ def test_openrlhf_train_batch_larger_than_a_rollout_is_not_slimes_assertion(tmp_
         "--train_batch_size 16 --micro_rollout_batch_size 2 --rollout_batch_size 8 --max_epochs 1\n", encoding="utf-8")
     obs = rule("global_batch", open_run(str(tmp_path)))
     assert obs.outcome == "not_applicable"
+
+
+@pytest.mark.parametrize("dynamic, outcome", [("", "violated"), (" actor_rollout_ref.actor.use_dynamic_bsz=True", "not_applicable")])
+def test_verls_mini_batch_must_fit_in_a_steps_prompts(tmp_path, dynamic, outcome):
+    # verl/trainer/ppo/ray_trainer.py _validate_config: assert data.train_batch_size >= ppo_mini_batch_size
+    # unless the batch is dynamic (verl-project/verl#538 ran 176 prompts a step against 440, with use_dynamic_bsz)
+    (tmp_path / "cmdline.txt").write_text(
+        "python3 -m verl.trainer.main_ppo data.train_batch_size=176 actor_rollout_ref.actor.ppo_mini_batch_size=440 "
+        "actor_rollout_ref.rollout.n=16" + dynamic + "\n", encoding="utf-8")
+    obs = rule("global_batch", open_run(str(tmp_path)))
+    assert obs.outcome == outcome, obs.summary
+    if outcome == "violated":
+        assert obs.evidence["arithmetic"] == ("data.train_batch_size 176 < actor_rollout_ref.actor.ppo_mini_batch_size 440")

@@ -527,3 +527,22 @@ def test_an_egg_installed_framework_is_known_and_a_mount_point_is_not_the_codes_
             "RuntimeError: boom\n")
     chain = next(iter(read_text(text).groups.values())).first
     assert component_of(chain)[0] != "data loading"
+
+
+def test_vllms_logger_prefix_on_each_traceback_line_is_read_through():
+    # verl-project/verl#5889: vLLM logs the worker's traceback line by line behind its own prefix
+    # (`[multiproc_executor.py:597]` is no ANSI leftover); OpenRLHF/OpenRLHF#313: vLLM < 0.6's prefix
+    from triage.formats.slime_log import split_line
+    from triage.formats.tracebacks import split_origin
+
+    p = "(vLLMHttpServer pid=1835067) ERROR 04-07 12:12:08 [multiproc_executor.py:597] "
+    text = (p + "Traceback (most recent call last):\n"
+            + p + '  File "/x/site-packages/vllm/v1/worker/gpu_worker.py", line 169, in init_device\n'
+            + p + "    init_worker_distributed_environment(self.vllm_config, self.rank,\n"
+            + p + "RuntimeError: The server socket has failed to listen on any local network address.\n")
+    root = next(iter(read_text(text).groups.values())).first.root
+    assert root.type == "RuntimeError" and root.frames[-1].function == "init_device"
+    assert split_origin(p + "x")[0] == "x"
+    old = split_line("(RayWorkerWrapper pid=4183, ip=10.3.32.122) ERROR 06-03 23:13:39 worker_base.py:148] "
+                     "Error executing method start_worker_execution_loop.")
+    assert (old.level, old.text) == ("ERROR", "Error executing method start_worker_execution_loop.")

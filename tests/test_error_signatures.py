@@ -756,7 +756,8 @@ def test_the_socket_failure_under_an_nccl_error_decides_over_the_abort(tmp_path)
     obs = examine(tmp_path, log)
     assert obs.outcome == "network_failure", obs.summary
     assert obs.evidence["peer"].startswith("10.0.0.22") and obs.evidence["node"] == "10.0.0.21"
-    assert any(s["outcome"] == "nccl_abort" for s in obs.evidence["also_seen"])
+    # NCCL's own `unhandled system error` is the call that failed, which the socket line explains
+    assert "socketStartConnect" in obs.evidence["line"]["text"]
 
 
 PACKING_RAISE = '(MegatronTrainRayActor pid=2345)     raise AssertionError("This should never happen.")\n'
@@ -1145,3 +1146,14 @@ def test_a_users_elision_note_is_not_an_error_line(tmp_path):
 
     sym = Symptom().examine(make_run(tmp_path, log))
     assert sym.evidence["details"]["error_exit"]["where"].endswith("job.log:3")  # not the raylet's report after it
+
+
+
+def test_an_nccl_calls_own_failure_is_that_ranks_crash_not_an_abort(tmp_path):
+    # verl-project/verl#2044: the first barrier fails inside NCCL on this rank; nothing timed out
+    log = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, "
+           "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n")
+    assert examine(tmp_path, log).outcome == "other_error"
+    remote = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+              "1970, remote process exited or there was a network error, NCCL version 2.21.5\n")
+    assert examine(tmp_path, remote).outcome == "nccl_abort"  # a peer's failure reaching this rank

@@ -333,3 +333,24 @@ def test_trls_vllm_server_access_lines_are_a_trl_run(tmp_path):
         + 'INFO:     127.0.0.1:48320 - "POST /close_communicator/ HTTP/1.1" 200 OK\n', encoding="utf-8")
     report = triage(str(tmp_path))
     assert report.run.framework == "hf_trainer" and report.root_cause.id == "inconclusive"
+
+
+def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
+    # OpenRLHF/OpenRLHF#762: the bar lost its closing `]`, and its last value may have lost digits
+    from triage.formats.metric_lines import parse_framework_metric
+
+    rec = parse_framework_metric("Train epoch [1/1]:  11%|█ | 28/256 [01:16<05:31,  1.45s/it, pg=0.164, rm=0.0908, "
+                                 "glen=518, tlen=914, kl=0")
+    assert rec.index == 28 and rec.values == {"pg": 0.164, "rm": 0.0908, "glen": 518.0, "tlen": 914.0}
+
+
+@pytest.mark.parametrize("text, framework", [
+    ("Training Progress:   0%|          | 0/125 [04:45<?, ?it/s]", "verl"),  # verl-project/verl#3464
+    ("Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'trainer.total_epochs=1']", "verl"),
+    ("(main_task pid=1748945) Unhandled error", "verl"),
+    ("-- python3 /workspace/OpenRLHF/examples/train_ppo_ray.py --ref_num_nodes 1 --actor_num_gpus_per_node 4", "openrlhf"),
+    ("UserWarning: KL divergence is starting to become negative: -2.44 - this might be a precursor for failed "
+     "training.", "trl"),  # huggingface/trl#1857
+])
+def test_each_frameworks_field_markers_name_it(text, framework):
+    assert frameworks.detect(text).name == framework

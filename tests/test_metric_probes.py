@@ -835,3 +835,17 @@ def test_a_grad_norm_above_the_absolute_bar_is_a_spike_even_in_two_records(tmp_p
     # two ordinary records are still too few to judge
     with pytest.raises(Unavailable):
         examine(GradNormHealth(), hf_run(tmp_path / "small", healthy_hf_series(2)))
+
+
+def test_a_nan_on_the_last_record_alone_is_not_said_to_never_recover(tmp_path):
+    # verl-project/verl#1037 pasted one step with grad_norm nan: nothing after it says whether it recovered
+    from probes.nonfinite_onset import NonfiniteOnset
+
+    (tmp_path / "job.log").write_text(
+        "(TaskRunner pid=362057) step:2 - actor/pg_loss:0.01 - actor/grad_norm:nan - critic/score/mean:0.1\n",
+        encoding="utf-8")
+    from triage.run import open_run
+
+    obs = NonfiniteOnset().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "persistent" and obs.evidence["last_record_only"] is True
+    assert "never recovers" not in obs.summary and "no later record shows" in obs.summary

@@ -378,3 +378,15 @@ def test_a_grad_norm_of_zero_on_every_record_is_no_update_and_the_reward_says_wh
     s["grad_norm"] = s["grad_norm"].copy()
     s["grad_norm"][::5] = 0.0
     assert Symptom().examine(hf_run(tmp_path / "some", s)).outcome != "no_update"
+
+
+def test_a_paste_cut_right_under_a_traceback_header_is_an_error_exit(tmp_path):
+    # OpenRLHF/OpenRLHF#762 as pasted: the header, then a frame line cut mid-path
+    (tmp_path / "job.log").write_text(
+        "Train epoch [1/1]:  11%|█ | 28/256 [01:16<05:31,  1.45s/it, pg=0.164, rm=0.0908, kl=0]\n"
+        "Traceback (most recent call last):\n"
+        '  File "/home/user/miniconda3/envs/openrlhf/lib\n', encoding="utf-8")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "error_exit"
+    assert obs.evidence["details"]["error_exit"]["error"] == "cut_traceback"
+    assert "cut before its exception" in obs.summary

@@ -56,8 +56,9 @@ GRAMMAR_FRAMEWORK = {
 
 _VERL = re.compile(r"(?:^|[\s\]>)])step:(?P<n>\d+) - (?P<rest>.+)$")
 _NUMERIC_WRAPPER = re.compile(r"^(?:np\.|numpy\.|torch\.)?(?:float\d*|int\d*|tensor|array)\((?P<v>[^,()]+)(?:,[^()]*)?\)$")
+# (a bar cut at the terminal's width has no closing `]`: OpenRLHF/OpenRLHF#762)
 _TQDM = re.compile(
-    r"(?P<i>\d+)/(?P<n>\d+|\?) \[[\d:]+(?:<[\d:?]+)?,\s*[^,\]]*(?:it/s|s/it)(?:, (?P<post>[^\]]*))?\]"
+    r"(?P<i>\d+)/(?P<n>\d+|\?) \[[\d:]+(?:<[\d:?]+)?,\s*[^,\]]*(?:it/s|s/it)(?:, (?P<post>[^\]]*))?(?P<end>\]|\s*$)"
 )
 _MEGATRON = re.compile(r"\biteration\s+(?P<n>\d+)\s*/\s*\d+\s*\|(?P<rest>.*)$")
 # keys only ms-swift's GRPO adds to Megatron's line (its trainer's names, as in `swift_json`)
@@ -175,7 +176,10 @@ def _tqdm(msg: str) -> MetricRecord | None:
         if m is None or not m.group("post"):
             continue
         values: dict[str, object] = {}
-        for item in _POSTFIX_ITEM.finditer(m.group("post")):
+        items = list(_POSTFIX_ITEM.finditer(m.group("post")))
+        if not m.group("end").startswith("]"):
+            items = items[:-1]  # cut: the last value may have lost digits (`kl=0` of `kl=0.0012`)
+        for item in items:
             v = _number(item.group("v"))
             if v is not None:
                 values[item.group("k")] = v

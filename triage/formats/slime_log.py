@@ -192,8 +192,11 @@ _RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| [^\s|]+:\d+(?:\[[^\]]
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
 # vLLM's logger: `ERROR 10-28 16:21:14 [core.py:710] ...` (vllm/logger.py: "%(levelname)s
-# %(asctime)s [%(filename)s:%(lineno)d] %(message)s", date "%m-%d %H:%M:%S"; no year)
-_VLLM_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]\s]+:\d+\] ")
+# %(asctime)s [%(filename)s:%(lineno)d] %(message)s", date "%m-%d %H:%M:%S"; no year); before
+# vLLM 0.6 without the opening bracket: `ERROR 06-03 23:13:39 worker_base.py:148] ...`
+# (OpenRLHF/OpenRLHF#313). Its traceback lines keep their indentation after it.
+VLLM_FMT = _VLLM_FMT = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[^\]\s]+:\d+\] ")
 
 # `step 3` right before `: {` (after a space, a bracket, the line start or an ANSI code's `m`)
 _METRIC_HEAD = re.compile(
@@ -901,7 +904,7 @@ class _FileScan:
                         if not self.tracebacks:
                             # `Timer update_weights start` marks a weight update; a start line's message
                             # repeats every step, so its answer is kept
-                            note = _timer_note(msg) if seconds is None else _timer_end_note(name, msg)
+                            note = _timer_note(msg) if seconds is None else _timer_note(msg, name)
                             if note is not None:
                                 source = src or (tag.strip() if miles else None)
                                 line = _Line(msg, source, ts, None, "miles" if miles else "slime")
@@ -1243,34 +1246,23 @@ class _FileScan:
                 return
 
 
-_TIMER_NOTES: dict[str, str | None] = {}
+# `_notable_tag` of timer messages, remembered (a job has a few dozen timers): a start message by
+# its text; an end message `Timer <name> end (elapsed: <s>s)` by its timer's name, as the tag depends
+# on the name alone. The elapsed time (`[-+\\d.eE]+`, `nan`, `inf`) is always followed by `s)`, so
+# no tag's pattern can end on it (`nan` / `inf` never stand as a word there), and it holds no space
+# or `/` for the progress patterns.
+_TIMER_NOTES: dict[tuple[str, str], str | None] = {}
 
 
-def _timer_note(msg: str) -> str | None:
-    """`_notable_tag` of a timer's start message, remembered (a job has a few dozen timers)."""
+def _timer_note(msg: str, name: str | None = None) -> str | None:
+    """The notable tag of a timer's start message, or (`name` given) of that timer's end message."""
+    key = ("end", name) if name is not None else ("start", msg)
     try:
-        return _TIMER_NOTES[msg]
+        return _TIMER_NOTES[key]
     except KeyError:
         note = _notable_tag(msg)
-        if len(_TIMER_NOTES) < MAX_TIMERS:
-            _TIMER_NOTES[msg] = note
-        return note
-
-
-_TIMER_END_NOTES: dict[str, str | None] = {}
-
-
-def _timer_end_note(name: str, msg: str) -> str | None:
-    """`_notable_tag` of `Timer <name> end (elapsed: <s>s)`, remembered per timer: the tag depends on
-    the name alone. The elapsed time (`[-+\\d.eE]+`, `nan`, `inf`) is always followed by `s)`, so no
-    tag's pattern can end on it (`nan` / `inf` never stand as a word there), and it holds no space
-    or `/` for the progress patterns."""
-    try:
-        return _TIMER_END_NOTES[name]
-    except KeyError:
-        note = _notable_tag(msg)
-        if len(_TIMER_END_NOTES) < MAX_TIMERS:
-            _TIMER_END_NOTES[name] = note
+        if len(_TIMER_NOTES) < 2 * MAX_TIMERS:
+            _TIMER_NOTES[key] = note
         return note
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage import safe_io
-from triage.formats.slime_log import BARE_EXCEPTION, split_line, strip_carrier, strip_nested_processes
+from triage.formats.slime_log import BARE_EXCEPTION, VLLM_FMT, split_line, strip_carrier, strip_nested_processes
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_CHARS = 4000
@@ -45,7 +45,8 @@ MAX_MESSAGE_LINES = 3  # continuation lines of an exception message kept with it
 MAX_CHAIN_LINES = 5000  # a "traceback" longer than this is not one: it is closed as cut
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_ANSI_LEFTOVER = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m")
+# (a bare `[m` is the reset code too, but not the start of a word: `[multiproc_executor.py:597]`)
+_ANSI_LEFTOVER = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*m|m(?![A-Za-z0-9_]))")
 _REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 _RAY_PREFIX = re.compile(
     r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*)?,?\s?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
@@ -285,6 +286,10 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
         m = _RANK_PREFIX.match(text)
         if m:
             rank = int(m.group("rank"))
+            text = text[m.end():]
+    if text[:1] in "DIWEC":  # vLLM's logger writes a traceback line by line behind its prefix
+        m = VLLM_FMT.match(text)
+        if m:
             text = text[m.end():]
     return text, Origin(actor, pid, ip, rank), repeated
 
@@ -584,13 +589,15 @@ def went_on_after(reader: TracebackReader, chain: Chain, records: float) -> bool
                for final, at in ((last_step, chain.last_step), (last_rollout, chain.last_rollout)))
 
 
-def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | None = None) -> Chain | None:
+def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | None = None,
+                  header_alone: bool = False) -> Chain | None:
     """The first traceback the reader holds that was cut before its exception line (a paste that
     stops inside the frames, often above its header too), in `paths` when given, unless the job
-    logged more than `went_on` steps after it (a stack it printed and went on from)."""
+    logged more than `went_on` steps after it (a stack it printed and went on from). With
+    `header_alone`, also one cut right under its header, before any frame."""
     found = [g.first for g in reader.groups.values()
-             if not g.first.root.type and g.first.root.frames and (paths is None or g.first.path in paths)
-             and not went_on_after(reader, g.first, went_on)]
+             if not g.first.root.type and (g.first.root.frames or header_alone)
+             and (paths is None or g.first.path in paths) and not went_on_after(reader, g.first, went_on)]
     return min(found, key=lambda c: (c.path, c.start_line)) if found else None
 
 

@@ -13,7 +13,9 @@ FRAMEWORK = Framework(
     title="OpenRLHF",
     run_names=("openrlhf",),
     log_markers=("openrlhf.", "openrlhf/", "ActorModelRayActor", "ReferenceModelRayActor", "LLMRayActor",
-                 "Train step of episode", "Episode ["),
+                 "Train step of episode", "Episode [",
+                 # its Ray entry point and the flags only it takes (openrlhf/cli/train_ppo_ray.py)
+                 "train_ppo_ray", "--ref_num_nodes", "--vllm_num_engines", "--colocate_actor_ref"),
     metric_grammars=("tqdm_postfix", "hf_dict"),
     arg_sources=("command_line", "launch_script"),
     error_wordings=(

@@ -19,7 +19,9 @@ FRAMEWORK = Framework(
                  "- TRL version:", "number of generations per prompt",
                  # `trl vllm-serve`'s endpoints in uvicorn's access lines (trl/scripts/vllm_serve.py;
                  # huggingface/trl#3214 pasted only those)
-                 "/update_named_param/", "/init_communicator/", "/close_communicator/"),
+                 "/update_named_param/", "/init_communicator/", "/close_communicator/",
+                 # the PPOTrainer's warnings (trl/trainer/ppo_trainer.py, TRL < 0.12; huggingface/trl#1857)
+                 "The average ratio of batch (", "KL divergence is starting to become negative"),
     metric_grammars=("hf_dict",),
     arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
     error_wordings=(

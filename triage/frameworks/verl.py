@@ -19,6 +19,9 @@ FRAMEWORK = Framework(
         # Ray's name for verl's driver actor in a remote error (`ray::TaskRunner.run()`), and the entry
         # points of verl's recipes (verl-project/verl recipe/dapo/main_dapo.py; verl-project/verl#747)
         "ray::TaskRunner.", "recipe/dapo/", "main_dapo.py",
+        # verl's driver before TaskRunner (`main_task`), its vendored engines, its agent loop, Hydra's keys
+        # of its config and its progress bar (verl/trainer/ppo/ray_trainer.py: tqdm desc "Training Progress")
+        "(main_task pid=", "verl/third_party/", "AgentLoopWorker", "algorithm.adv_estimator", "Training Progress:",
     ),
     metric_grammars=("verl_console",),
     arg_sources=("hydra_overrides", "hydra_config", "launch_script"),
