@@ -473,18 +473,20 @@ class ConfigRule(Probe):
         mini = arg_int(run, "actor_rollout_ref.actor.ppo_mini_batch_size")
         if train is None or mini is None or as_bool(arg_value(run, "actor_rollout_ref.actor.use_dynamic_bsz")[1]):
             return None
-        evidence: dict[str, Any] = {"data.train_batch_size": train, "actor.ppo_mini_batch_size": mini}
-        if train < mini:
-            evidence["arithmetic"] = f"data.train_batch_size {train} < actor_rollout_ref.actor.ppo_mini_batch_size {mini}"
-            return self._obs(
-                "violated",
-                f"A step's prompts do not fill one mini-batch ({evidence['arithmetic']}); verl asserts "
-                "data.train_batch_size >= ppo_mini_batch_size at start (both count prompts).",
-                0.9,
-                **evidence,
-            )
-        evidence["arithmetic"] = f"data.train_batch_size {train} >= actor_rollout_ref.actor.ppo_mini_batch_size {mini}"
-        return self._obs("satisfied", f"A step's prompts fill the mini-batch ({evidence['arithmetic']}).", 0.8, **evidence)
+        ok = train >= mini
+        arithmetic = f"data.train_batch_size {train} {'>=' if ok else '<'} actor_rollout_ref.actor.ppo_mini_batch_size {mini}"
+        return self._judged(
+            ok, f"A step's prompts do not fill one mini-batch ({arithmetic}); verl asserts data.train_batch_size >= "
+                "ppo_mini_batch_size at start (both count prompts).",
+            f"A step's prompts fill the mini-batch ({arithmetic}).", 0.9,
+            {"data.train_batch_size": train, "actor.ppo_mini_batch_size": mini, "arithmetic": arithmetic})
+
+    def _judged(self, ok: bool, violated: str, satisfied: str, confidence: float, evidence: dict[str, Any]) -> Observation:
+        """`satisfied` or `violated` with its sentence; a satisfied rule is a little less sure (the rule
+        read may not be the only one the framework checks)."""
+        if ok:
+            return self._obs("satisfied", satisfied, round(confidence - 0.05, 2), **evidence)
+        return self._obs("violated", violated, confidence, **evidence)
 
     def _data_parallel_split(self, run: Run) -> Observation | None:
         """verl's batch over its data-parallel workers, when the batch is a prompt count.
@@ -520,17 +522,13 @@ class ConfigRule(Probe):
             "batch_name": train_name or gen_name, "batch": batch, "samples": samples,
             "nnodes": nodes, "n_gpus_per_node": per_node, "data_parallel_workers": workers,
         }
-        if samples % workers:
-            evidence["arithmetic"] = f"{what} is not a multiple of {workers} data-parallel workers ({nodes}*{per_node} GPUs)"
-            return self._obs(
-                "violated",
-                f"The batch does not split evenly over verl's data-parallel workers: {evidence['arithmetic']}; "
+        ok = samples % workers == 0
+        evidence["arithmetic"] = (f"{what} = {samples // workers} per worker over {workers}" if ok else
+                                  f"{what} is not a multiple of {workers} data-parallel workers ({nodes}*{per_node} GPUs)")
+        return self._judged(
+            ok, f"The batch does not split evenly over verl's data-parallel workers: {evidence['arithmetic']}; "
                 "verl chunks each batch by worker (`only support equal chunk`).",
-                0.85,
-                **evidence,
-            )
-        evidence["arithmetic"] = f"{what} = {samples // workers} per worker over {workers}"
-        return self._obs("satisfied", f"The batch splits evenly over verl's workers ({evidence['arithmetic']}).", 0.8, **evidence)
+            f"The batch splits evenly over verl's workers ({evidence['arithmetic']}).", 0.85, evidence)
 
     # max_tokens_per_gpu ---------------------------------------------------------------
 

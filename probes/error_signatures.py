@@ -70,6 +70,7 @@ OUTCOMES = (
     "ref_load_missing",
     "nan_check_failed",
     "insufficient_gpus",
+    "weight_name_refused",
     "other_error",
     "none",
 )
@@ -721,6 +722,7 @@ _SUMMARY = {
     "batch_size_mismatch": "the framework refused its batch sizes",
     "degenerate_groups": "the trainer refused one sample per prompt (group advantages need at least two)",
     "insufficient_gpus": "the job asked for more GPUs than the Ray cluster has",
+    "weight_name_refused": "the engine refused a parameter name the trainer sent in a weight update",
 }
 
 

@@ -1157,3 +1157,41 @@ def test_an_nccl_calls_own_failure_is_that_ranks_crash_not_an_abort(tmp_path):
     remote = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
               "1970, remote process exited or there was a network error, NCCL version 2.21.5\n")
     assert examine(tmp_path, remote).outcome == "nccl_abort"  # a peer's failure reaching this rank
+
+
+def test_a_parameter_name_the_engine_refuses_in_a_weight_sync_is_the_name_mapping(tmp_path):
+    # verl-project/verl#706: the trainer sends lm_head, which the engine's model (tied embeddings) lacks
+    log = ("Traceback (most recent call last):\n"
+           '  File "/workspace/verl/verl/workers/sharding_manager/megatron_vllm.py", line 301, in __enter__\n'
+           "    self.inference_engine.sync_model_weights(per_tensor_param, load_format='megatron')\n"
+           '  File "/workspace/verl/verl/third_party/vllm/vllm_v_0_6_3/llm.py", line 190, in sync_model_weights\n'
+           "    self.llm_engine.sync_model_weights(actor_weights=actor_weights, load_format=load_format)\n"
+           '  File "/workspace/verl/verl/third_party/vllm/vllm_v_0_6_3/megatron_weight_loaders.py", line 247, in '
+           "load_megatron_weights\n"
+           "    param = params_dict[name]\n"
+           "KeyError: 'lm_head.weight'\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "weight_name_refused" and obs.evidence["signature"] == "weight_name_keyerror_in_sync"
+    # the same KeyError while an engine loads a checkpoint at start is not a name the trainer made
+    start = log.replace("sync_model_weights", "load_model")
+    assert examine(tmp_path, start).outcome == "other_error"
+
+
+@pytest.mark.parametrize("line, outcome", [
+    # huggingface/trl#3199: one generation per prompt is refused whatever the batch (the valid values start at 2)
+    ("ValueError: The global train batch size (1 x 4) must be evenly divisible by the number of generations per "
+     "prompt (1). Given the current train batch size, the valid values for the number of generations are: [2, 4].\n",
+     "degenerate_groups"),
+    ("ValueError: The global train batch size (1 x 6) must be evenly divisible by the number of generations per "
+     "prompt (4). Given the current train batch size, the valid values for the number of generations are: [2, 3, 6].\n",
+     "batch_size_mismatch"),
+    # OpenRLHF/OpenRLHF#911 kept only the advice of Ray's memory-monitor kill message
+    ("(ActorModelRayActor pid=8249) Refer to the documentation on how to address the out of memory issue: "
+     "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory\n",
+     "host_oom_killed"),
+    # verl-project/verl#539: a pool checked again while its own actors held every GPU reads 0 (a verl bug)
+    ("ValueError: Total available GPUs 0 is less than total desired GPUs 8\n", "other_error"),
+    ("ValueError: Total available GPUs 7.0 is less than total desired GPUs 8\n", "insufficient_gpus"),
+])
+def test_field_wordings_with_a_twist(tmp_path, line, outcome):
+    assert examine(tmp_path, line).outcome == outcome

@@ -98,3 +98,13 @@ def test_merge_appends_and_shifts_numbered_kinds(drain):
     shifted = [(kind, index + (100 if kind == "rollout" else 0), record) for kind, index, record in b_records]
     assert same(read(a), reference(a_records + shifted))
     assert (b.nbytes() == 0) == (drain or not b_records)
+
+
+def test_a_number_logged_as_text_is_a_number():
+    # ms-swift formats each value before printing the record (modelscope/ms-swift#9872)
+    from triage.formats.metric_table import MetricTable
+
+    t = MetricTable()
+    t.add("swift", 1, {"objective/kl": "3.323", "lr": "5e-06", "global_step/max_steps": "2/3", "note": "warmup"})
+    assert t.keys("swift") == ["lr", "objective/kl"]
+    assert list(t.series("swift", "objective/kl")[1]) == [3.323]

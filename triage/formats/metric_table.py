@@ -163,6 +163,13 @@ def _as_float(value: object) -> float | None:
         low = value.strip().lower()
         if low in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
             return float(low.replace("infinity", "inf"))
+        # a number logged as text: ms-swift formats each value before it prints the record
+        # (`{'objective/kl': '3.323', 'loss/policy_avg': '-0.002931'}`, modelscope/ms-swift#9872)
+        if low[:1] in "+-.0123456789" and len(low) <= 40:
+            try:
+                return float(low)
+            except ValueError:
+                return None
     return None
 
 

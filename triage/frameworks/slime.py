@@ -15,6 +15,8 @@ FRAMEWORK = Framework(
         "RolloutManager", "SGLangEngine", "Finish rollout", "------------------------ arguments ------------------------",
         # flags only slime's family takes (THUDM/slime slime/utils/arguments.py), as a pasted command shows them
         "--actor-num-gpus-per-node", "--rollout-num-gpus-per-engine", "--n-samples-per-prompt",
+        # train.py's call into the training actors (THUDM/slime train.py), in the driver's tracebacks
+        "actor_model.async_train(",
     ),
     metric_grammars=("slime_dict",),
     arg_sources=("arguments_block", "command_line", "launch_script", "manifest"),

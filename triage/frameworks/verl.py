@@ -22,6 +22,8 @@ FRAMEWORK = Framework(
         # verl's driver before TaskRunner (`main_task`), its vendored engines, its agent loop, Hydra's keys
         # of its config and its progress bar (verl/trainer/ppo/ray_trainer.py: tqdm desc "Training Progress")
         "(main_task pid=", "verl/third_party/", "AgentLoopWorker", "algorithm.adv_estimator", "Training Progress:",
+        # its colocated worker class and the fully-async recipe's actors (verl/single_controller/ray/base.py)
+        "create_colocated_worker_cls", "FullyAsyncRollouter", "FullyAsyncTrainer",
     ),
     metric_grammars=("verl_console",),
     arg_sources=("hydra_overrides", "hydra_config", "launch_script"),
@@ -36,8 +38,11 @@ FRAMEWORK = Framework(
                      "volcengine/verl verl/workers/sharding_manager/fsdp_vllm.py (the engine woken for rollout)"),
         ErrorWording("host.ram_exhausted", r"Task was killed due to the node running low on memory",
                      "ray-project/ray python/ray/_private/memory_monitor.py"),
-        # Ray reports GPUs as floats: `Total available GPUs 7.0 is less than total desired GPUs 8` (verl-project/verl#5954)
-        ErrorWording("sched.insufficient_gpus", r"Total available GPUs [\d.]+ is less than total desired GPUs [\d.]+",
+        # Ray reports GPUs as floats: `Total available GPUs 7.0 is less than total desired GPUs 8` (verl-project/verl#5954).
+        # Not 0: verl asked Ray for the GPUs *available*, so a pool checked again while its own actors held
+        # every GPU read 0 (verl-project/verl#539 after its first validation, fixed by verl-project/verl#648)
+        ErrorWording("sched.insufficient_gpus",
+                     r"Total available GPUs (?!0(?:\.0)? )[\d.]+ is less than total desired GPUs [\d.]+",
                      "volcengine/verl verl/trainer/ppo/ray_trainer.py (ResourcePoolManager._check_resource_available)"),
     ),
     needs_help={
