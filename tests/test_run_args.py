@@ -273,3 +273,23 @@ def test_yaml_aliases_cannot_blow_up_a_config():
         refs = ", ".join(f"k{j}: *a{i - 1}" for j in range(10))
         levels.append(f"a{i}: &a{i} {{{refs}}}")
     assert len(flatten(yaml.safe_load("\n".join(levels)))) == MAX_FLAT_KEYS
+
+
+def test_megatrons_arguments_block_pasted_without_its_header_is_read(tmp_path):
+    # NVIDIA/Megatron-LM#1554 pasted the block's lines alone
+    (tmp_path / "job.log").write_text(
+        "  log_world_size_to_tensorboard ................... False\n  loss_scale ...................................... None\n"
+        "  lr .............................................. 5e-05\n  micro_batch_size ................................ 4\n",
+        encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("lr") == 5e-05 and args.get("micro_batch_size") == 4
+    assert args.source_of("lr") == "arguments_block"
+
+
+def test_a_pasted_config_call_from_a_script_is_read(tmp_path):
+    # huggingface/trl#1017 pasted its PPOConfig(...) call
+    (tmp_path / "job.log").write_text(
+        'config = PPOConfig(\n    steps=50000,\n    learning_rate=1.41e-5,\n    batch_size=512,\n    mini_batch_size=16,\n)\n',
+        encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("batch_size") == 512 and args.source_of("batch_size") == "python_config"

@@ -173,3 +173,17 @@ def test_an_inconclusive_verl_run_is_not_told_slimes_flags(tmp_path):
     assert report.root_cause.id == "inconclusive"
     assert "--dump-details" not in report.root_cause.remedy and report.root_cause.flags == []
     assert "trainer.rollout_data_dir" in report.root_cause.remedy
+
+
+def test_a_pasted_metric_table_alone_is_triaged_not_refused(monkeypatch, capsys):
+    # huggingface/trl#5697 pasted only a table of its metrics
+    table = ("Step  loss  grad_norm  reward_mean  clipped_ratio  mean_length\n"
+             "1     0     0          0            1.0            256\n"
+             "2     0     0          0            1.0            256\n"
+             "...\n"
+             "10    0     0          0            1.0            256\n")
+    _stdin(monkeypatch, table.encode())
+    rc = main(["run", "-", "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 3 and report["root_cause"]["id"] == "inconclusive"
+    assert report["path"][0]["outcome"] == "truncation"

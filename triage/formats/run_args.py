@@ -332,17 +332,43 @@ def _pasted_arguments(run: Run, layer) -> None:
     from triage.formats.launch_script import pasted_script_arguments
 
     from triage.formats.hydra_overrides import pasted_config
+    from triage.formats.python_config import mentions_config, parse_python_config
 
     for where, text in run.pastes.items():
         config = pasted_config(text)
         if config:
             layer(config, CONFIG_FILE)
             continue
+        block = _pasted_arguments_block(text)
+        if block:
+            layer(parse_arguments_block(block), ARGUMENTS_BLOCK)
+            continue
+        if mentions_config(text.encode("utf-8", "replace")):  # `PPOConfig(...)` pasted from a script
+            try:
+                layer(parse_python_config(text, where).values, PYTHON_CONFIG)
+                continue
+            except CorruptArtifact:
+                pass  # a snippet that is not whole Python: the log beside it is still read
         found = pasted_script_arguments(text, where)
         if found is not None:
             flags, overrides = found
             layer({k: v for k, v in overrides.items() if v is not DELETED}, LAUNCH_SCRIPT)
             layer(flags, LAUNCH_SCRIPT)
+
+
+# Megatron's arguments block as it prints it (`  lr ............ 5e-05`, megatron/training/arguments.py
+# _print_args), pasted without its `---- arguments ----` header (NVIDIA/Megatron-LM#1554)
+_DOTTED_ARG = re.compile(r"^ {0,4}(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<value>.*?)\s*$")
+MIN_DOTTED_LINES = 3
+
+
+def _pasted_arguments_block(text: str) -> dict[str, str]:
+    found = {}
+    for line in text.splitlines():
+        m = _DOTTED_ARG.match(line)
+        if m:
+            found[m.group("name")] = m.group("value")
+    return found if len(found) >= MIN_DOTTED_LINES else {}
 
 
 def _hydra_report(run: Run) -> dict[str, object]:
