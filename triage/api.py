@@ -35,15 +35,15 @@ def recognisable(run: Run) -> bool:
         pass
     if not run.artifacts.logs:
         return False
-    try:
-        if run.metrics.table.kinds():  # metrics the log alone does not hold: a pasted table (huggingface/trl#5697)
-            return True
-    except TriageError:
-        pass
     log = run.log
-    return bool(log.framework != "unknown" or not log.metrics.empty() or log.arguments or log.command_line
-                or log.errors or log.tracebacks or log.finish_rollouts or log.placement_group_waits
-                or log.first_timestamp or getattr(log, "unparsed_metric_lines", 0))
+    if (log.framework != "unknown" or not log.metrics.empty() or log.arguments or log.command_line
+            or log.errors or log.tracebacks or log.finish_rollouts or log.placement_group_waits
+            or log.first_timestamp or getattr(log, "unparsed_metric_lines", 0)):
+        return True
+    try:  # metrics the log's own records do not hold: a pasted table (huggingface/trl#5697)
+        return bool(run.metrics.table.kinds())
+    except TriageError:
+        return False
 
 
 def triage_run(

@@ -166,6 +166,7 @@ def overrides_in_error_report(text: str) -> dict[str, Any]:
 
 
 MIN_KNOWN_KEYS = 2  # a mapping with fewer argument names the frameworks use is not a training config
+_LINE_KEY = re.compile(r"^[ \t]*([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]|$)", re.M)
 
 
 def pasted_config(text: str) -> dict[str, Any]:
@@ -175,7 +176,12 @@ def pasted_config(text: str) -> dict[str, Any]:
     (triage/frameworks/args.yaml), as a log's `key: value` lines would."""
     from triage import frameworks
 
-    if ":" not in text:
+    known = frameworks.canonical_arg_names()
+    # before parsing (a megabyte of `INFO: …` lines parses as YAML for seconds): the keys the text
+    # opens its lines with must name at least MIN_KNOWN_KEYS arguments, by their last segment
+    last = {name.rsplit(".", 1)[-1] for name in known}
+    keyed = {m.group(1).replace("-", "_") for m in _LINE_KEY.finditer(text)}
+    if len(keyed & last) < MIN_KNOWN_KEYS:
         return {}
     try:
         raw = yaml.safe_load(text)
@@ -184,7 +190,6 @@ def pasted_config(text: str) -> dict[str, Any]:
     if not isinstance(raw, dict) or len(raw) < 3:
         return {}
     flat = flatten(raw)
-    known = frameworks.canonical_arg_names()
     if sum(1 for key in flat if key.replace("-", "_") in known) < MIN_KNOWN_KEYS:
         return {}
     return resolve_interpolations(flat)
