@@ -59,6 +59,10 @@ CASCADE_TEXT = re.compile(
     r"|The actor died|actor died unexpectedly|Socket Timeout|Broken pipe"
 )
 
+# Of those, Ray's and the launcher's reports that a worker process died (`_fatal_line_only`'s consequence lines)
+DEATH_TYPES = re.compile(r"^(?:ActorDiedError|RayActorError|ActorUnavailableError|WorkerCrashedError|OwnerDiedError|"
+                         r"ChildFailedError)$")
+DIED_CLASS = re.compile(r"\bclass_name: (\w+)")
 REWARD = re.compile(r"reward|rm_hub|compute_score|verif(?:y|ier)|grader|math_equal|judge", re.I)
 DATA = re.compile(r"dataset|dataloader|data_loader|[/\\]data(?:_utils)?[/\\]|[/\\]data\.py$|__getitem__|collate", re.I)
 DATA_PACKAGES = ("datasets", "pyarrow", "pandas")
@@ -75,6 +79,9 @@ TRAIN_PACKAGES = ("megatron.core", "megatron", "deepspeed", "transformer_engine"
 DRIVER_ACTOR = re.compile(r"RolloutManager|RolloutController|TaskRunner|Driver|Coordinator|Orchestrator", re.I)
 RAY_ACTOR = re.compile(r"^(?:raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)$")
 TRAIN_FILE = re.compile(r"(?:^|[/\\])(?:train(?:er|ing)?(?:_\w+)?|actor|loss|model|megatron_utils|fsdp_utils)[/\\.]", re.I)
+# Megatron-LM's own tree (megatron/training.py, megatron/checkpointing.py before megatron.core) and its
+# entry scripts (pretrain_gpt.py): training code wherever the frame is (intelligent-machine-learning/dlrover#977)
+MEGATRON_FILE = re.compile(r"(?:^|[/\\])(?:megatron[/\\](?!core[/\\])\w+\.py$|pretrain_\w+\.py$)")
 
 
 def _app_frames(chain: Chain) -> list[Frame]:
@@ -111,6 +118,12 @@ def component_of(chain: Chain) -> tuple[str, str]:
     if any(p in ENGINE_PACKAGES for p in packages):
         pkg = next(p for p in packages if p in ENGINE_PACKAGES)
         return "inference engine", f"raised in {pkg} frames"
+    # no actor named the process: the frames of the exceptions the root's raised in turn show whose
+    # process it was (an SGLang server's warmup handling a timeout of its own request, sgl-project/sglang#6555)
+    outer = {package_of(f.file) for b in chain.blocks for f in b.frames} - packages
+    if not actor and not packages & set(TRAIN_PACKAGES) and any(p in ENGINE_PACKAGES for p in outer):
+        pkg = next(p for p in ENGINE_PACKAGES if p in outer)
+        return "inference engine", f"the exception it caused was raised in {pkg} frames"
     if RAY_ACTOR.match(actor) or root.type and root.type.startswith("ray.exceptions.") and not root.is_wrapper:
         return "Ray", f"a Ray error ({root.type})" if root.type else f"printed by {actor}"
     if frames and all(package_of(f.file) in ("ray", "python") for f in frames) and packages & {"ray"}:
@@ -121,7 +134,8 @@ def component_of(chain: Chain) -> tuple[str, str]:
         return "rollout manager / driver", f"raised in actor {actor}"
     if proc.rank is not None or chain.origin.rank is not None:
         return "trainer", "printed by a torch rank (rank-prefixed lines)"
-    if any(p in TRAIN_PACKAGES for p in packages) or any(TRAIN_FILE.search(f.file) for f in app[-3:]):
+    if any(p in TRAIN_PACKAGES for p in packages) or any(TRAIN_FILE.search(f.file) for f in app[-3:]) \
+            or any(MEGATRON_FILE.search(f.file) for f in frames):
         return "trainer", "training frames (Megatron / DeepSpeed / the trainer's files)"
     return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
 
@@ -301,6 +315,21 @@ class CrashLocation(Probe):
                 + f", {when}. What it crashed on is not in the log: paste the traceback's last lines.",
                 0.6,
                 **evidence,
+            )
+        if not causes and DEATH_TYPES.match(root.short_type):
+            # only a report that another process died (the driver's ray.get on an actor that is gone): as for
+            # the same report without frames, it locates nothing; the actor it names is where the cause is
+            died = DIED_CLASS.search(root.message)
+            return self.observe(
+                "not_located",
+                f"The log holds only the report of a process that died (`{short(exc, 140)}` at {chain.where}"
+                + (f"; the actor that died: {died.group(1)}" if died else "") + "), not its own error: why it died is in "
+                "that process's log or the node's kernel log (`dmesg -T`).",
+                0.6,
+                consequence={"where": chain.where, "text": short(exc, 300)},
+                died_actor=died.group(1) if died else None,
+                log_files=len(run.artifacts.logs),
+                **base,
             )
         confidence = 0.8 if not _is_cascade(chain) else 0.6
         return self.observe("located", summary, confidence, **evidence)

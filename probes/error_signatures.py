@@ -71,6 +71,7 @@ OUTCOMES = (
     "nan_check_failed",
     "insufficient_gpus",
     "weight_name_refused",
+    "weight_update_refused",
     "other_error",
     "none",
 )
@@ -85,7 +86,7 @@ KILL_FAMILY = ("host_oom_killed", "sched_ended", "killed")
 # Errors that report another process's death rather than a cause of their own: the
 # launcher's summary (torchrun's ChildFailedError) and Ray's actor-death wrappers.
 CONSEQUENCE_LINE = re.compile(
-    r"\bChildFailedError\b|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
+    r"\bChildFailedError\b|\bfailed \(exitcode: (?!-(?:4|6|7|8|11)\))-?\d+\) local_rank: \d+|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
     r"|\bOwnerDiedError\b|\bRayTaskError\b"
     # Ray's words for a worker process that died (ActorDiedError's message, or its owner's death:
     # ray-project/ray gcs_actor_manager.cc, OWNER_DIED; the raylet's report of a task's worker): the
@@ -112,7 +113,19 @@ FATAL_LINE = re.compile(
     r"|Segmentation fault"
     r"|core dumped"
     r"|terminate called after throwing"
+    # the message of that uncaught C++ exception (libstdc++'s verbose terminate handler prints
+    # `  what():  <message>` right under it: gloo's `[enforce fail at …pair.cc:446] …`, sgl-project/sglang#6763)
+    r"|^\s*what\(\):\s+\S"
+    # glog's fatal check (CHECK() aborts the process): `Check failed: …` in Ray's core worker and raylet
+    # (THUDM/slime#72)
+    r"|\bCheck failed: "
     r"|\bChildFailedError\b"
+    # torch elastic's summary of a worker that failed (torch/distributed/elastic/multiprocessing/api.py:
+    # `failed (exitcode: -11) local_rank: 3 (pid: 2916310) of binary: …`, modelscope/ms-swift#4302): a
+    # negative code is the signal that ended the worker, a crash of that rank when it is not a kill
+    # (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV); any other code reports a worker whose own error is
+    # its own line (CONSEQUENCE_LINE)
+    r"|\bfailed \(exitcode: -?\d+\) local_rank: \d+"
     r"|The actor is dead because its (?:worker process|owner) has died"
     r"|A worker died or was killed while executing a task by an unexpected system error"
     # NCCL's CUDACHECK: a CUDA call inside NCCL failed, and the collective returns ncclUnhandledCudaError;
@@ -723,21 +736,26 @@ _SUMMARY = {
     "degenerate_groups": "the trainer refused one sample per prompt (group advantages need at least two)",
     "insufficient_gpus": "the job asked for more GPUs than the Ray cluster has",
     "weight_name_refused": "the engine refused a parameter name the trainer sent in a weight update",
+    "weight_update_refused": "the engine refused a tensor of a weight update and holds partly updated weights",
 }
 
 
 def cut_traceback_line(line: LogLine) -> bool:
     """Whether a fatal line stands for a traceback cut before its exception line: its header alone,
-    or nothing (frames pasted without header or exception): it names no error of its own."""
+    or nothing (frames pasted without header or exception): it names no error of its own. Hydra's
+    `Error executing job with overrides: […]` is such a header too: Hydra prints the exception under
+    it, so one still standing alone (`_headers_give_way`) had its error cut off (verl-project/verl#1929)."""
     text = line.text.strip()
     # (a progress bar's leftovers may follow the header on its line: OpenRLHF/OpenRLHF#95)
-    return not text or "Traceback (most recent call last):" in text
+    return not text or "Traceback (most recent call last):" in text or text.startswith("Error executing job with overrides: ")
 
 
 def stopped_on(line: LogLine) -> str:
     """How a summary names the line a job stopped on: quoted, or, for a traceback cut before its
     exception line, said so, since its header names no error (radixark/miles#308)."""
     if cut_traceback_line(line):
+        if line.text.strip().startswith("Error executing job with overrides: "):  # its exception cut off under it
+            return f"`{short(line.text.strip(), 80)}` with its exception cut off"
         return "a traceback cut before its exception line"
     return f"`{short(line.text.strip())}`"
 

@@ -49,6 +49,21 @@ SWITCH_TIMERS = ("update_weights", "wake_up", "sleep", "onload", "offload", "onl
 ENGINE_SOURCE = re.compile(r"sglang|SGLang|Scheduler|TpModelWorker|DetokenizerManager", re.I)
 ENGINE_TEXT = re.compile(r"mem[-_]fraction[-_]static|Scheduler hit an exception|KV cache|Prefill out of memory|Decode out of memory")
 ENGINE_FRAME = re.compile(r"sglang/srt/|sglang\\srt\\")
+# An engine that finds no memory left for its KV cache once its weights are loaded refuses to start,
+# and says which way its memory fraction must go: up (SGLang model_runner.py init_memory_pool, vLLM
+# v1 kv_cache_utils.py). The catalog's remedy for an engine OOM (lower the fraction, so that training
+# keeps its share) is the other way: the finding names the engine's own (sgl-project/sglang#4330).
+KV_NO_ROOM = {
+    re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"): (
+        "SGLang found no GPU memory left for its KV cache after loading the weights, and asks for a larger "
+        "memory fraction: raise --sglang-mem-fraction-static (--mem-fraction-static) where the GPU has room (in a "
+        "colocated run the trainer's share bounds it), or spread the model over more GPUs per engine "
+        "(--rollout-num-gpus-per-engine)."),
+    re.compile(r"No available memory for the cache blocks"): (
+        "vLLM found no GPU memory left for its KV cache blocks after loading the weights: raise "
+        "gpu_memory_utilization where the GPU has room (in a colocated run the trainer's share bounds it), or "
+        "spread the model over more GPUs (tensor_parallel_size)."),
+}
 # The log-prob pass as each framework names it: slime (`compute_log_prob`,
 # `calculate_log_probs_and_entropy` / `compute_log_probs` in slime/utils/ppo_utils.py), verl
 # (`compute_log_prob`, `logprobs_from_logits` in verl/utils/torch_functional.py,
@@ -421,6 +436,15 @@ class OomContext(Probe):
                 f"({what}, {after}) at {where}: memory is not freed or restored between phases.",
                 0.85 if first_switch else 0.7,
                 **evidence,
+            )
+        startup = next((advice for pattern, advice in KV_NO_ROOM.items() if pattern.search(oom.line.text)), None)
+        if startup is not None:
+            return self.observe(
+                "engine_side",
+                f"The inference engine found no memory for its KV cache once its weights were loaded at {where}, "
+                f"{after}: its memory fraction is too small for the model, not too large.",
+                0.85,
+                **evidence, remedy=startup,
             )
         if in_engine or by_frames == "engine_side":
             return self.observe(

@@ -49,7 +49,7 @@ from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
 from triage.thresholds import count, threshold
 
-from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, scan, stopped_on
+from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, scan, short, stopped_on
 from probes.grad_norm_health import GradNormHealth, loss_spikes
 from probes.nonfinite_onset import NonfiniteOnset
 from probes.policy_drift import PolicyDrift
@@ -220,17 +220,20 @@ class Symptom(Probe):
             return len(later) >= p.survived_after
 
         candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
+        cut_headers: list[LogLine] = []
         for m in result.matches:
             if RETRYING.search(m.line.text) or survived(m.line):
                 continue
             candidates.append((m.order, m.line, m.signature.outcome, m.signature.role))
         for line, order, _frames in result.fatal_lines:
             if RETRYING.search(line.text) or survived(line) or cut_traceback_line(line):
+                if cut_traceback_line(line) and line.text.strip():
+                    cut_headers.append(line)
                 continue  # (a cut traceback is read below, with the frames it does hold)
             # a report of another process's death comes after its cause, like a cascade
             candidates.append((order, line, "other_error", "cascade" if CONSEQUENCE_LINE.search(line.text) else "root"))
         if not candidates:
-            return self._cut_traceback(run)
+            return self._cut_traceback(run, cut_headers)
         if hang_evidence and all(HANG_LINE.search(c[1].text) for c in candidates):
             return None  # the watchdog timeouts (and the abort they trigger) of a hang, not a crash of their own
         roots = [c for c in candidates if c[3] == "root"]
@@ -245,15 +248,27 @@ class Symptom(Probe):
         }
 
     @staticmethod
-    def _cut_traceback(run: Run) -> dict[str, Any] | None:
+    def _cut_traceback(run: Run, headers: list[LogLine] | None = None) -> dict[str, Any] | None:
         """A pasted traceback cut before its exception, which holds no error line: the job still
-        stopped on an error, only its words are missing."""
+        stopped on an error, only its words are missing. `headers`: fatal lines that announce an
+        error printed under them (Hydra's report) with nothing under them."""
         from probes.crash_location import pasted_cut_traceback
 
         # (a header with no readable frame under it too: OpenRLHF/OpenRLHF#762's paste ends mid-path)
         chain = pasted_cut_traceback(run, header_alone=True)
         if chain is None:
-            return None
+            if not headers:
+                return None
+            first = min(headers, key=lambda line: (line.path, line.line_no))
+            return {
+                "reason": f"the log holds the report of an error at {first.where()} (`{short(first.text)}`) with its "
+                          "exception cut off under it",
+                "confidence": 0.6,
+                "error": "cut_traceback",
+                "where": first.where(),
+                "text": first.text[:500],
+                "error_lines": 0,
+            }
         inner = chain.root.frames[-1] if chain.root.frames else None
         return {
             "reason": f"the log holds a traceback cut before its exception at {chain.where}"

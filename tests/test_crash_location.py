@@ -546,3 +546,45 @@ def test_vllms_logger_prefix_on_each_traceback_line_is_read_through():
     old = split_line("(RayWorkerWrapper pid=4183, ip=10.3.32.122) ERROR 06-03 23:13:39 worker_base.py:148] "
                      "Error executing method start_worker_execution_loop.")
     assert (old.level, old.text) == ("ERROR", "Error executing method start_worker_execution_loop.")
+
+
+@pytest.mark.parametrize(("log", "component"), [
+    # intelligent-machine-learning/dlrover#977: Megatron-LM's own tree (megatron/checkpointing.py) and
+    # entry script, pasted with no actor or rank prefix
+    ("Traceback (most recent call last):\n"
+     '  File "/workspace/Megatron-LM-23.06/examples/../pretrain_gpt.py", line 116, in <module>\n'
+     "    pretrain(train_valid_test_datasets_provider,\n"
+     '  File "/workspace/Megatron-LM-23.06/megatron/checkpointing.py", line 526, in load_checkpoint\n'
+     "    iteration = state_dict['iteration']\n"
+     "KeyError: 'iteration'\n", "trainer"),
+    # sgl-project/sglang#6555: the server's warmup request timed out; the frames of the exception that
+    # timeout caused are the server's own
+    ("Traceback (most recent call last):\n"
+     '  File "/usr/local/lib/python3.10/dist-packages/urllib3/connectionpool.py", line 536, in _make_request\n'
+     "    response = conn.getresponse()\n"
+     "TimeoutError: timed out\n\n"
+     "During handling of the above exception, another exception occurred:\n\n"
+     "Traceback (most recent call last):\n"
+     '  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/http_server.py", line 1324, in _execute_server_warmup\n'
+     "    res = requests.post(url + request_name, json=json_data, headers=headers, timeout=600)\n"
+     "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='0.0.0.0', port=8000): Read timed out.\n",
+     "inference engine"),
+])
+def test_a_bare_paste_names_its_component_by_the_frames(tmp_path, log, component):
+    _, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.evidence["component"] == component, obs.evidence["component_reason"]
+
+
+def test_a_traceback_that_only_reports_a_dead_actor_locates_nothing_but_names_the_actor(tmp_path):
+    # OpenRLHF/OpenRLHF#305: the driver's ray.get on the critic, which had died; its own error is in its log
+    log = ("Traceback (most recent call last):\n"
+           '  File "/openrlhf/trainer/ppo_trainer.py", line 241, in ppo_train\n'
+           "    status = ray.get(critic_status_ref)\n"
+           "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+           "        class_name: CriticModelRayActor\n"
+           "        actor_id: 3f1b0c5e6a\n")
+    _, obs = locate(tmp_path, log)
+    assert obs.outcome == "not_located", obs.summary
+    assert obs.evidence["died_actor"] == "CriticModelRayActor"
+    assert "only the report of a process that died" in obs.summary

@@ -426,6 +426,13 @@ FIELD_CASES = [
      "timeout) detected by watchdog at work: 9141, last enqueued NCCL work: 9141, last completed NCCL work: 9140.\n"),  # sglang#1693
     ("nccl_abort", "[rank3]:[E909 09:55:46.996672294 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 3] Timeout at NCCL work: "
      "2070, last enqueued NCCL work: 2082, last completed NCCL work: 2069.\n"),  # torch ProcessGroupNCCL.cpp
+    # a dependency the framework imports was never installed (NVIDIA/Megatron-LM#13)
+    ("version_mismatch", "  File \"/content/Megatron-LM/mpu/layers.py\", line 28, in <module>\n"
+     "    from apex.normalization.fused_layer_norm import FusedLayerNorm as LayerNorm\n"
+     "ModuleNotFoundError: No module named 'apex'\n"),
+    ("nccl_abort", "[rank6]:[E909 08:45:31.970959174 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID 0 Rank 6] Received a "
+     "dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info. "
+     "Last enqueued NCCL work: -1, last completed NCCL work: -1.\n"),  # sgl-project/sglang#10216
     # sched.time_limit under PBS / Torque (marbl/canu#1214)
     ("sched_ended", "=>> PBS: job killed: walltime 86415 exceeded limit 86400\n"),
     # fs.concurrent_hf_read: huggingface_hub's own wording of the missing cached file (offline mode)
@@ -485,6 +492,9 @@ NEAR_MISSES = [
      "101376. Reducing block sizes or `num_stages` may help.\n"),
     # cudaErrorIllegalInstruction is a kernel bug, not the illegal memory access of memory pressure (sgl-project/sglang#4188)
     ("illegal_memory_access", "RuntimeError: CUDA error: an illegal instruction was encountered\n"),
+    # the user's own module, or a package named like a dependency but not it, is no missing dependency
+    ("version_mismatch", "ModuleNotFoundError: No module named 'utils'\n"),
+    ("version_mismatch", "ModuleNotFoundError: No module named 'vllm_plugins'\n"),
 ]
 
 
@@ -983,6 +993,41 @@ def test_cpps_terminate_header_does_not_hide_the_watchdog_timeout_under_it(tmp_p
     assert examine(tmp_path, other).outcome == "other_error"
 
 
+def test_an_uncaught_cpp_exception_without_error_words_stops_the_job_at_its_message(tmp_path):
+    # sgl-project/sglang#6763: gloo's EnforceNotMet names no Error; the interpreter's `Fatal Python error:
+    # Aborted` after it is the abort the terminate caused, not the first error
+    log = ("terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+           "  what():  [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:446] "
+           "op.preamble.length <= op.nbytes. 128 vs 8\n"
+           "Fatal Python error: Aborted\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:2")
+    assert "enforce fail" in obs.summary
+
+
+def test_a_workers_exit_code_of_1_reports_the_error_the_worker_printed(tmp_path):
+    # torch elastic's summary of a worker whose own traceback is the error decides nothing
+    log = ("[rank1]: ValueError: the batch is empty\n"
+           "E0521 18:06:37.491000 2915962 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] "
+           "failed (exitcode: 1) local_rank: 1 (pid: 2916310) of binary: /usr/bin/python3\n")
+    obs = examine(tmp_path, log)
+    assert obs.evidence["line"]["where"].endswith("job.log:1"), obs.summary
+
+
+def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
+    # THUDM/slime#2280 (expert shards sent ungathered); sgl-project/sglang#26032 (weights re-laid-out after loading)
+    log = ("(SGLangEngine pid=1493437) [2026-05-21 16:07:41 DP6 TP6] Failed to update parameter online: start (256) "
+           "+ length (256) exceeds dimension size (256).. The full weights of the ModelRunner are partially updated. "
+           "Please discard the whole weights.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "weight_update_refused", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:1")
+    # a refused name stays the converter's
+    named = "Failed to update parameter online: Unknown parameter name: model.layers.0.mlp.experts.w13_weight\n"
+    assert examine(tmp_path, named).outcome == "weight_name_refused"
+
+
 @pytest.mark.parametrize("line", [
     # a CUDA kernel's device-side assert (NVIDIA/Megatron-LM#1038), printed before any traceback
     "/opt/pytorch/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [37,0,0], "
@@ -992,6 +1037,12 @@ def test_cpps_terminate_header_does_not_hide_the_watchdog_timeout_under_it(tmp_p
     # NCCL's CUDACHECK inside a Ray actor (THUDM/slime#1106)
     "(MegatronTrainRayActor pid=228664) [2025-12-13 03:21:03] e54db9740f9d:228664:229081 [1] enqueue.cc:42 NCCL WARN "
     "Cuda failure 'named symbol not found'\n",
+    # Ray's core worker aborting on a failed glog CHECK (THUDM/slime#72)
+    "(raylet) [2025-07-30 08:25:11,734 C 2786 2786] core_worker.cc:1023:  Check failed: "
+    "worker_context_.GetCurrentActorID().IsNil() \n(raylet) *** StackTrace Information ***\n",
+    # a rank that segfaulted, of which torch elastic's summary is the only word (modelscope/ms-swift#4302)
+    "E0521 18:06:37.491000 2915962 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] "
+    "failed (exitcode: -11) local_rank: 3 (pid: 2916310) of binary: /usr/bin/python3\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)
@@ -1028,9 +1079,10 @@ def test_hydras_header_gives_way_to_the_error_its_traceback_ends_on(tmp_path):
            "milliseconds before timing out.\n")
     obs = examine(tmp_path, log)
     assert obs.outcome == "nccl_abort", obs.summary
-    # alone, the header is still where the job stopped (verl-project/verl#217 pasted only that line)
-    obs = examine(tmp_path, "some output\n" + hydra)
-    assert obs.outcome == "other_error" and obs.evidence["line"]["where"].endswith("job.log:2")
+    # alone, the header names no error: its exception was cut off under it (verl-project/verl#217 and
+    # #1929 pasted only that line), and the error's words are not in the log to match
+    with pytest.raises(Unavailable, match="job.log:2 is cut before its exception line"):
+        examine(tmp_path, "some output\n" + hydra)
 
 
 @pytest.mark.parametrize("prefix", [

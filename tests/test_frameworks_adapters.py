@@ -354,3 +354,19 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):
     assert frameworks.detect(text).name == framework
+
+
+@pytest.mark.parametrize("text, member", [
+    # NVIDIA/TransformerEngine#2286: a miles job's traceback, every framework frame under miles/
+    ('File "/host_home/primary_synced/miles/miles/backends/megatron_utils/actor.py", line 259, in train', "miles"),
+    ('File "/root/slime/slime/backends/megatron_utils/actor.py", line 259, in train', "slime"),
+    ("2026-08-01 10:00:00 | INFO     | relax.components.trainer:88 - step 1", "relax"),
+    ("(MegatronTrainRayActor pid=12) [2026-08-01 10:00:00] actor.py:1 - Finish rollout", "slime"),  # no package named
+])
+def test_a_family_adapter_names_the_member_its_paths_name(tmp_path, text, member):
+    from triage.formats.slime_log import scan_logs
+
+    log = tmp_path / "job.log"
+    log.write_text(f"Traceback (most recent call last):\n  {text}\nRuntimeError: boom\n", encoding="utf-8")
+    assert frameworks.registry()["slime"].member(text) == member
+    assert scan_logs([log]).framework == member

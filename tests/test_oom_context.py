@@ -62,6 +62,24 @@ def test_oom_in_the_engine(tmp_path):
     assert obs.evidence["last_step"] is None
 
 
+def test_an_engine_without_room_for_its_kv_cache_is_told_its_own_remedy(tmp_path, monkeypatch, capsys):
+    # sgl-project/sglang#4330: SGLang refuses to start and asks for a larger fraction; the catalog's
+    # engine-OOM remedy (lower it) would send the user the other way
+    log = ("(SGLangEngine pid=3101) [2026-08-01 10:00:05] RuntimeError: Not enough memory. Please try to increase "
+           "--mem-fraction-static.\n")
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "engine_side"
+    assert "too small" in obs.summary and "raise --sglang-mem-fraction-static" in obs.evidence["remedy"]
+    import json
+
+    from triage.cli import main
+
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "engine.oom_illegal_memory"
+    assert report["root_cause"]["remedy"].startswith("SGLang found no GPU memory left for its KV cache")
+
+
 def test_oom_in_the_log_prob_pass_by_timer(tmp_path):
     log = ROLLOUT_0 + (
         f"{T} [2026-08-01 10:06:02] timer.py:24 - Timer update_weights start\n"

@@ -187,3 +187,16 @@ def test_a_pasted_metric_table_alone_is_triaged_not_refused(monkeypatch, capsys)
     report = json.loads(capsys.readouterr().out)
     assert rc == 3 and report["root_cause"]["id"] == "inconclusive"
     assert report["path"][0]["outcome"] == "truncation"
+
+
+def test_pasted_log_history_records_are_read_as_the_trainers_metrics(monkeypatch, capsys):
+    # huggingface/trl#1371 pasted the log_history of its trainer_state.json, cut at its first record
+    paste = ('"log_history": [\n    {\n      "epoch": 0.0,\n      "grad_norm": NaN,\n      "learning_rate": 0.0,\n'
+             '      "logits/chosen": NaN,\n      "loss": 9078019.2,\n      "rewards/accuracies": 0.0,\n'
+             '      "step": 5\n    },\n')
+    _stdin(monkeypatch, paste.encode())
+    rc = main(["run", "-", "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["root_cause"]["id"] == "numerics.nan_grad"
+    assert report["path"][0]["outcome"] == "nonfinite"
+    assert report["coverage"]["metrics"]["grad_norm"]["source"] == "log:pasted_records"

@@ -505,3 +505,31 @@ def test_a_launchers_task_label_is_stripped(tmp_path):
     assert [e.text for e in ix.errors][-1] == (
         "torch.distributed.DistBackendError: store->get('0') got error: failed to format addr, unknown family=0")
     assert ix.errors[-1].line_no == 4
+
+
+def test_every_error_word_is_reached_by_a_marker():
+    from triage.formats.slime_log import ERROR_WORDS, _NEEDLES
+
+    # lines that always hold another marker: urllib3's `Max retries exceeded … (Caused by
+    # NewConnectionError(…))` (`rror`), NCCL's `NET/IB : Got completion from peer …` (`NET/IB`)
+    elsewhere = {"Max retries": "rror", "Got completion from peer": "NET/IB"}
+    for word in ERROR_WORDS:
+        marker = elsewhere.get(word)
+        assert marker is not None or any(n.decode() in word for n in _NEEDLES), f"no marker finds {word!r}"
+        assert marker is None or marker.encode() in _NEEDLES
+
+
+@pytest.mark.parametrize("line", [
+    "terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+    "  what():  [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:446] op.preamble.length <= op.nbytes",
+    "[2025-07-30 08:25:11,734 C 2786 2786] core_worker.cc:1023:  Check failed: worker_context_.GetCurrentActorID().IsNil()",
+    "[2026-05-21 16:07:41 DP6 TP6] Failed to update parameter online: start out of range (expected to be in range",
+    "  Exit Code:    137",
+    "torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1) local_rank: 0 (pid: 2916310)",
+])
+def test_error_lines_without_an_error_word_are_error_lines(tmp_path, line):
+    log = tmp_path / "job.log"
+    log.write_text(f"{line}\n", encoding="utf-8")
+    for automaton in (True, False):
+        index = scan_logs([log], use_automaton=automaton)
+        assert [e.line_no for e in index.errors] == [1], (automaton, line)

@@ -85,6 +85,17 @@ def test_a_pasted_traceback_cut_before_its_exception_is_an_error_exit(tmp_path):
     assert "cut before its exception" in obs.summary and "__enter__" in obs.summary
 
 
+def test_hydras_report_with_its_exception_cut_off_is_an_error_exit_that_names_no_error(tmp_path):
+    # verl-project/verl#1929 pasted Hydra's line and not the exception printed under it
+    (tmp_path / "job.log").write_text(
+        "Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'data.train_batch_size=128']\n",
+        encoding="utf-8")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "error_exit"
+    assert obs.evidence["details"]["error_exit"]["error"] == "cut_traceback"
+    assert "exception cut off" in obs.summary and "job.log:1" in obs.summary
+
+
 def test_crash_with_nan_is_an_error_exit_and_ignore_errors_falls_through_to_nonfinite(tmp_path):
     s = healthy_series()
     s["grad_norm"][20:] = math.nan

@@ -25,16 +25,19 @@ if TYPE_CHECKING:
 # "hf", and the readers beyond the log.
 EXTERNAL_KINDS = ("tensorboard", "wandb", "jsonl", "table")
 PASTED_TABLE = "table"  # triage/formats/pasted_table.py
+PASTED_RECORDS = "hf_paste"  # triage/formats/pasted_records.py
 SOURCE_OF_KIND = {
     "step": "log:slime_dict", "critic-step": "log:slime_dict", "rollout": "log:slime_dict", "perf": "log:slime_dict",
     "eval": "log:slime_dict", "passrate": "log:slime_dict", "multi_turn": "log:slime_dict",
     "verl": "log:verl_console", "hf_log": "log:hf_dict", "hf_log_eval": "log:hf_dict", "hf_log_summary": "log:hf_dict",
     "swift": "log:swift_json", "openrlhf": "log:tqdm_postfix", "hf": "trainer_state",
     "tensorboard": "tensorboard", "wandb": "wandb", "jsonl": "jsonl", "table": "log:pasted_table",
+    "hf_paste": "log:pasted_records",
 }
-# kinds a framework cell's kind also stands for: the HF Trainer's printed dicts are the
-# same records as trainer_state.json's log_history, read when that file is absent.
-_ALSO_KINDS = {"hf": ("hf_log",)}
+# kinds a framework cell's kind also stands for: the HF Trainer's printed dicts and the
+# log_history records a user pasted are the same records as trainer_state.json's, read when that
+# file is absent.
+_ALSO_KINDS = {"hf": ("hf_log", PASTED_RECORDS)}
 
 
 def _candidates() -> dict[str, tuple[tuple[str, str], ...]]:
@@ -138,6 +141,10 @@ class Metrics:
             from triage.formats.pasted_table import pasted_tables
 
             table.merge(pasted_tables(run.pastes.values()))
+            if not getattr(a, "trainer_states", None):  # (with the file itself, its records are read from it)
+                from triage.formats.pasted_records import pasted_records
+
+                table.merge(pasted_records(run.pastes.values()))
         return cls(table)
 
     def records(self) -> dict[str, dict[str, object]]:

@@ -211,6 +211,10 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
     remedy, flags = verdict.remedy, list(verdict.flags)
     if walk.verdict == INCONCLUSIVE:
         remedy, flags = _inconclusive_remedy(run, remedy, flags)
+    elif walk.findings and isinstance(walk.findings[-1].evidence.get("remedy"), str):
+        # the finding that decided quotes a remedy the log itself gives (an engine's own advice), which
+        # the catalog's general one would contradict
+        remedy = walk.findings[-1].evidence["remedy"]
     report = Report(
         created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         duration_s=round(duration_s, 4),

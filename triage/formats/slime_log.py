@@ -102,6 +102,11 @@ ERROR_WORDS: tuple[str, ...] = (
     "[Errno ", "Assertion `",
     # uv's resolver giving up on the requirements (a version conflict, probes/signatures.yaml)
     "No solution found",
+    # a C++ exception no one caught (libstdc++'s verbose terminate handler: `terminate called after
+    # throwing an instance of 'gloo::EnforceNotMet'`, then `  what():  <its message>`), glog's fatal
+    # `Check failed: …` (Ray's core worker: THUDM/slime#72), and SGLang's refusal of a weight update
+    # (model_runner.py: `Failed to update parameter online: …`; THUDM/slime#2280, sgl-project/sglang#26032)
+    "terminate called", "what():", "Check failed", "Failed to update parameter online",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -121,16 +126,17 @@ ERROR_WORDS: tuple[str, ...] = (
 _METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK = 1, 2, 4, 8, 16
 _MARKERS: tuple[tuple[bytes, int], ...] = (
     *((b"%d: {" % digit, _METRIC_MARK) for digit in range(10)),  # must stay first (_METRIC_NEEDLES)
-    *((word, _ERROR_MARK) for word in (b"SIG", b"OOM", b"Xid")),
+    # `xit` stands for `exit`, `exitcode` and Kubernetes' `Exit Code:` in one 3-byte marker
+    *((word, _ERROR_MARK) for word in (b"SIG", b"OOM", b"Xid", b"xit")),
     (b"NaN", _OTHER_MARK),
     *((word, _ERROR_MARK) for word in (
-        b"rror", b"RROR", b"xception", b"exit", b"illed", b"Segmentation fault", b"core dumped",
+        b"rror", b"RROR", b"xception", b"illed", b"Segmentation fault", b"core dumped",
         b"out of memory", b"OutOfMemory", b"oom-kill", b"Not enough memory", b"illegal memory access",
         b"NCCL", b"Watchdog", b"timed out", b"timing out", b"already in use", b"boundary",
         b"padding token", b"does not ", b"fallen off the bus",
-        b"% full", b"context length", b"Connect to", b"ould not load", b"allowed length", b"using NumPy",
-        b"Exit Code:", b"low on resource", b"ephemeral ", b"GCS at", b"NET/IB", b"[Errno ", b"Assertion `",
-        b"No solution found",
+        b"% full", b" length", b"Connect to", b"ould not load", b"using NumPy",  # ` length`: context / allowed
+        b"low on resource", b"ephemeral ", b"GCS at", b"NET/IB", b"[Errno ", b"Assertion `",
+        b"No solution found", b"terminate called", b"what():", b"Check failed", b"parameter online",
     )),
     (b"Traceback", _ERROR_MARK | _TRACE_MARK),
     *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
@@ -142,7 +148,7 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
     )),
     # other frameworks' metric lines (triage.formats.metric_lines)
     # (the HF Trainer adds `epoch` to every dict it logs: transformers/trainer.py, Trainer.log)
-    *((word, _FW_MARK) for word in (b"step:", b"'epoch': ", b'"epoch": ', b"{'loss': ", b'{"loss": ',
+    *((word, _FW_MARK) for word in (b"step:", b"epoch", b"{'loss': ", b'{"loss": ',
                                     b"it/s, ", b"s/it, ",
                                     # Megatron's training_log line, in every version (NVIDIA/Megatron-LM#60's
                                     # 2021 log has no `consumed samples:`)
@@ -473,7 +479,7 @@ class _Index:
         fw = detect(text)
         if fw is None:
             return "unknown"
-        return fw.run_names[0] if fw.run_names else fw.name
+        return fw.member(text)
 
 
 def scan_logs(paths: list[Path], *, use_automaton: bool | None = None) -> LogIndex:

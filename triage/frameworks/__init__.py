@@ -22,8 +22,6 @@ module plus a column in each data file.
 
 from __future__ import annotations
 
-from triage import safe_io
-
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -32,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from triage import safe_io
 from triage.errors import PlaybookError
 
 HERE = Path(__file__).parent
@@ -66,6 +65,15 @@ class Framework:
     def recognise(self, text: str) -> int:
         """How many of this framework's log markers `text` holds (0: not this framework's)."""
         return sum(1 for marker in self.log_markers if marker in text)
+
+    def member(self, text: str) -> str:
+        """Which of the family's run names `text` is of: the one whose package its paths and module
+        names (`miles/backends/…`, `relax.components`) name most, the first on a tie or none."""
+        counts = [len(re.findall(rf"(?<![\w-]){re.escape(name)}[/.]", text)) for name in self.run_names]
+        if not counts:
+            return self.name
+        best = max(range(len(counts)), key=lambda i: (counts[i], -i))
+        return self.run_names[best]
 
     def metric_names(self) -> dict[str, tuple[str, ...]]:
         """canonical metric -> this framework's keys ("kind:key" or bare key), most specific first."""
@@ -192,10 +200,11 @@ def framework_of_sources(run) -> str | None:  # noqa: ANN001 - a triage.run.Run
             continue
     if a.command:
         texts.append(a.command)
-    fw = detect("\n".join(texts)) if texts else None
+    text = "\n".join(texts)
+    fw = detect(text) if texts else None
     if fw is None:
         return None
-    return fw.run_names[0] if fw.run_names else fw.name
+    return fw.member(text)
 
 
 def needs_help(run_framework: str | None, need: str, default: str | None = None) -> str | None:
