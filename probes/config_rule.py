@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 
 from triage.errors import BadInput, CorruptArtifact, TriageError, Unavailable
 from triage.finding import Observation
+from triage.formats import ray_scheduling
 from triage.probe import Cost, Probe
 
 if TYPE_CHECKING:
@@ -852,12 +853,7 @@ class ConfigRule(Probe):
 
 MAX_DEMANDS_SHOWN = 10
 PLACEMENT_HEAD_BYTES = 32 << 20  # a job stuck at submission has written little; its scheduling lines come first
-_PG_INFEASIBLE = re.compile(r"No available node types can fulfill resource request (?P<req>\{[^}]*\})")
-_PG_PENDING = re.compile(r"The following resource request cannot be scheduled right now: (?P<req>\{[^}]*\})")
-_RAYLET = re.compile(
-    r"cannot be scheduled right now\. It requires (?P<req>\{[^}]*\}) for placement, "
-    r"(?:however the cluster currently cannot provide|but this node only has remaining (?P<node>\{[^}]*\}))"
-)
+_PG_INFEASIBLE, _PG_PENDING, _RAYLET = ray_scheduling.INFEASIBLE, ray_scheduling.PENDING, ray_scheduling.RAYLET
 _STATUS_DEMAND = re.compile(
     r"^\s*(?P<req>\{[^}]*\})\s*\*\s*(?P<n>\d+)\s*\((?P<strategy>[A-Z_]+)\):\s*\d+\+ pending placement groups")
 _STATUS_USAGE_HEAD = re.compile(r"^\s*(?:Total )?Usage:\s*$")

@@ -111,6 +111,9 @@ FATAL_LINE = re.compile(
     # (verl-project/verl#5659, after `Cannot load symbol cublasLtGetVersion`)
     r"|\*\*\* SIG[A-Z]+ received at time=\d+"
     r"|Segmentation fault"
+    # the fatal-signal banner of PyTorch's and vLLM's native handlers (`!!!!!!! Segfault encountered
+    # !!!!!!!`, then `File "<unknown>", line 0, in …` native frames: modelscope/ms-swift#8306)
+    r"|\bSegfault encountered\b"
     r"|core dumped"
     r"|terminate called after throwing"
     # the message of that uncaught C++ exception (libstdc++'s verbose terminate handler prints

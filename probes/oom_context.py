@@ -68,10 +68,11 @@ KV_NO_ROOM = {
 # `calculate_log_probs_and_entropy` / `compute_log_probs` in slime/utils/ppo_utils.py), verl
 # (`compute_log_prob`, `logprobs_from_logits` in verl/utils/torch_functional.py,
 # `entropy_from_logits`), OpenRLHF (`log_probs_from_logits` in openrlhf/models/utils.py), TRL
-# (`_get_per_token_logps*`, `selective_log_softmax` in trl/trainer/utils.py).
+# (`_get_per_token_logps*`, `selective_log_softmax` in trl/trainer/utils.py); slime's vocabulary-parallel
+# softmax under them (`vocab_parallel_softmax` in slime/utils/ppo_utils.py: skypilot-org/skypilot#10269).
 LOGPROB_FRAME = re.compile(
     r"in (compute_log_probs?|compute_ref_log_prob|_get_per_token_logps\w*|get_per_token_logps\w*|"
-    r"compute_logprobs?|ref_log_probs?|_compute_log_probs?|forward_only|calculate_log_probs\w*|"
+    r"compute_logprobs?|ref_log_probs?|_compute_log_probs?|forward_only|calculate_log_probs\w*|vocab_parallel_softmax|"
     r"logprobs_from_logits\w*|log_probs_from_logits\w*|entropy_from_logits\w*|selective_log_softmax)\b"
     r"|^\s*(?:\[rank\d+\]:\s*)?[\w, ]+=\s*(?:\w+\.)*(?:compute_log_probs?|calculate_log_probs\w*|"
     r"logprobs_from_logits|log_probs_from_logits|selective_log_softmax)\("
@@ -86,6 +87,10 @@ SWITCH_FRAME = re.compile(
 # and OpenRLHF's colocated paths. An OOM inside such a call is at a phase switch of a colocated
 # run, whatever the arguments say or leave out (verl-project/verl#575: "CUDA oom at vllm wake_up").
 COLOCATION_FRAME = re.compile(r"in (wake_up|sleep|resume_memory_occupation|release_memory_occupation)\b")
+# torch_memory_saver's own error names the call that failed (`[torch_memory_saver.cpp] cudaError error: 2 (out
+# of memory)  file=csrc/core.cpp func=resume line=172`): a resume re-creates the memory a colocated engine
+# released for training (fzyzcjy/torch_memory_saver#99)
+SAVER_RESUME = re.compile(r"torch_memory_saver.*\bfunc=resume\b")
 TRAIN_FRAME = re.compile(r"in (train_step|train_one_step|forward_backward\w*|backward|step|training_step|compute_loss)\b")
 
 
@@ -418,18 +423,24 @@ class OomContext(Probe):
         first_switch = last_rollout is None or last_rollout <= 0
         # the OOM's own frames inside the engine's sleep / wake-up: the switch itself, in a colocated run
         in_wake = by_frames == "phase_switch" and any(COLOCATION_FRAME.search(f) for f in frames)
+        if SAVER_RESUME.search(oom.line.text):
+            in_wake = switching = True
+            evidence["oom_in_memory_saver_resume"] = True
         resuming = phase == "phase_switch" and event is not None and event.line_no > oom.line.line_no
         evidence["oom_in_engine_wake"] = in_wake or resuming
         if resuming:
             evidence["resume_request"] = quote(event)
         if colocated is None and (in_wake or resuming):
             colocated = True  # only an engine that shares its GPUs with training releases and resumes them
-            evidence["colocate"] = ("shown by the engine's sleep / wake-up frames" if in_wake
-                                    else "shown by the trainer's request to resume the engine's memory")
+            evidence["colocate"] = (
+                "shown by torch_memory_saver's resume" if evidence.get("oom_in_memory_saver_resume")
+                else "shown by the engine's sleep / wake-up frames" if in_wake
+                else "shown by the trainer's request to resume the engine's memory")
         in_wake = in_wake or resuming
         if colocated and (stepped or in_wake) and (switching or (in_engine and first_switch)):
             evidence["switch"] = "first" if first_switch else "later"
-            what = "weights were being moved between training and the engine" if switching else "the engine resumed for the next rollout"
+            what = "weights were being moved between training and the engine" if switching and not \
+                evidence.get("oom_in_memory_saver_resume") else "the engine resumed for the next rollout"
             return self.observe(
                 "phase_switch",
                 f"CUDA OOM at the {'first ' if first_switch else ''}switch from training back to rollout in a colocated run "

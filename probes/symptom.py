@@ -131,7 +131,7 @@ class Symptom(Probe):
     def examine(self, run: Run) -> Observation:
         p: SymptomParams = self.params  # type: ignore[assignment]
         # a log that holds no record of the job (only a pasted package list, say) has nothing to classify
-        has_log = bool(run.artifacts.logs) and _holds_job_records(run.log)
+        has_log = bool(run.artifacts.logs) and (_holds_job_records(run.log) or Symptom._ray_request_waits(run) is not None)
         has_metrics = not run.metrics.empty()
         has_dumps = bool(run.rollout_dump_paths())
         if not (has_log or has_metrics or has_dumps or run.artifacts.flight_recorder):
@@ -285,8 +285,10 @@ class Symptom(Probe):
         log = run.log
         waits = log.placement_group_waits
         table = run.metrics.table
-        if not waits or table.count("step") or table.count("rollout"):
+        if table.count("step") or table.count("rollout"):
             return None
+        if not waits:  # (any record at all says the job runs)
+            return Symptom._ray_request_waits(run) if table.empty() else None
         last = waits[-1]
         return {
             "reason": (f"the job waited for a Ray placement group of {last.gpus_needed} GPUs "
@@ -299,6 +301,29 @@ class Symptom(Probe):
             "waited_s": last.elapsed_s,
             "where": last.line.where(),
             "wait_lines": len(waits),
+        }
+
+    @staticmethod
+    def _ray_request_waits(run: Run) -> dict[str, Any] | None:
+        """Ray's own report of a request it cannot schedule, where slime's wait lines are absent (any
+        framework on Ray: the autoscaler's `The following resource request cannot be scheduled right now:
+        {…}`, its `No available node types can fulfill resource request {…}`, the raylet's `… cannot be
+        scheduled right now. It requires {…} for placement`), with no record logged: the job waits there
+        (OpenRLHF/OpenRLHF#516). The placement rule reads the same lines (`config_rule.scan_placement`)."""
+        from probes.config_rule import scan_placement
+
+        demands = scan_placement(run).demands
+        if not demands:
+            return None
+        first = demands[0]
+        infeasible = any(d.kind == "infeasible" for d in demands)
+        return {
+            "reason": (f"Ray could not schedule {first.words()} ({first.where}){' and says no node can' if infeasible else ''}, "
+                       "and the job never logged a step or rollout"),
+            "confidence": 0.85 if infeasible else 0.7,
+            "requests": [d.as_dict() for d in demands[:5]],
+            "where": first.where,
+            "wait_lines": len(demands),
         }
 
     @staticmethod

@@ -430,6 +430,15 @@ FIELD_CASES = [
     ("version_mismatch", "  File \"/content/Megatron-LM/mpu/layers.py\", line 28, in <module>\n"
      "    from apex.normalization.fused_layer_norm import FusedLayerNorm as LayerNorm\n"
      "ModuleNotFoundError: No module named 'apex'\n"),
+    ("nccl_abort", "[rank7]:[E816 00:34:01.184200712 ProcessGroupNCCL.cpp:2168] [PG ID 1 PG GUID 1 Rank 7]  failure "
+     "detected by watchdog at work sequence id: 137429 PG status: last enqueued work: 137429, last completed work: "
+     "137428\n"),  # modelscope/ms-swift#5409
+    ("nccl_abort", "[rank2]:[F205 18:19:06.383067836 ProcessGroupNCCL.cpp:1614] [PG ID 17 PG GUID 137 Rank 2] Terminating "
+     "the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.\n"),  # ms-swift#7992
+    ("network_failure", "RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/"
+     "pair.cc:144] no error\n"),  # verl-project/verl#967
+    ("network_failure", "node01:462:635 [3] proxy.cc:1484 NCCL WARN [Service thread] Error encountered progressing "
+     "operation=Connect, res=2, closing connection\n"),  # NVIDIA/Megatron-LM#450
     ("nccl_abort", "[rank6]:[E909 08:45:31.970959174 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID 0 Rank 6] Received a "
      "dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info. "
      "Last enqueued NCCL work: -1, last completed NCCL work: -1.\n"),  # sgl-project/sglang#10216
@@ -1037,6 +1046,9 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     # NCCL's CUDACHECK inside a Ray actor (THUDM/slime#1106)
     "(MegatronTrainRayActor pid=228664) [2025-12-13 03:21:03] e54db9740f9d:228664:229081 [1] enqueue.cc:42 NCCL WARN "
     "Cuda failure 'named symbol not found'\n",
+    # the native fatal-signal banner, then native frames (modelscope/ms-swift#8306)
+    "!!!!!!! Segfault encountered !!!!!!!\n"
+    '  File "<unknown>", line 0, in caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string const&)\n',
     # Ray's core worker aborting on a failed glog CHECK (THUDM/slime#72)
     "(raylet) [2025-07-30 08:25:11,734 C 2786 2786] core_worker.cc:1023:  Check failed: "
     "worker_context_.GetCurrentActorID().IsNil() \n(raylet) *** StackTrace Information ***\n",
@@ -1087,6 +1099,7 @@ def test_hydras_header_gives_way_to_the_error_its_traceback_ends_on(tmp_path):
 
 @pytest.mark.parametrize("prefix", [
     "2025-07-25T07:53:08.21748708+08:00 stdout F ",  # a pod's log file as kubelet writes it (CRI)
+    "2024-12-23T10:09:14.717696906Z ",  # `docker logs --timestamps` (axolotl-ai-cloud/axolotl#2218)
     "> ",  # a quoted GitHub comment
     "outlines-server-1  | ",  # Docker Compose's service prefix (sgl-project/sglang#203)
 ])

@@ -370,3 +370,37 @@ def test_a_family_adapter_names_the_member_its_paths_name(tmp_path, text, member
     log.write_text(f"Traceback (most recent call last):\n  {text}\nRuntimeError: boom\n", encoding="utf-8")
     assert frameworks.registry()["slime"].member(text) == member
     assert scan_logs([log]).framework == member
+
+
+def test_the_hf_trainers_dicts_under_axolotls_logger_are_an_axolotl_run(tmp_path):
+    # axolotl-ai-cloud/axolotl#1613: the HF Trainer's printed dicts, axolotl's logger around them
+    from triage.formats.slime_log import scan_logs
+
+    log = tmp_path / "job.log"
+    log.write_text("[2024-05-13 14:40:01,000] [INFO] [axolotl.train.train:170] [PID:123985] [RANK:0] Starting trainer...\n"
+                   "{'loss': 1.25, 'grad_norm': 0.5, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+                   "[2024-05-13 14:47:28,053] [INFO] [axolotl.train.log:61] [PID:123985] [RANK:0] Training Completed!!!\n",
+                   encoding="utf-8")
+    assert scan_logs([log]).framework == "axolotl"
+    log.write_text("{'loss': 1.25, 'grad_norm': 0.5, 'learning_rate': 2e-05, 'epoch': 0.1}\n", encoding="utf-8")
+    assert scan_logs([log]).framework == "hf_trainer"
+
+
+def test_an_ms_swift_run_keeps_its_name_whatever_its_paths_say(tmp_path):
+    # modelscope/ms-swift#3420's frames are under site-packages/swift/: the run is still `ms_swift`
+    from triage.formats.slime_log import scan_logs
+
+    log = tmp_path / "job.log"
+    log.write_text("[rank0]: Traceback (most recent call last):\n"
+                   '[rank0]:   File "/usr/local/lib/python3.10/site-packages/swift/cli/rlhf.py", line 5, in <module>\n'
+                   "[rank0]:     rlhf_main()\n[rank0]: RuntimeError: boom\n", encoding="utf-8")
+    assert scan_logs([log]).framework == "ms_swift"
+
+
+def test_ms_swifts_dicts_before_global_step_are_its_own_records():
+    # modelscope/ms-swift#1208: speed and memory in every record, no `global_step/max_steps` yet
+    from triage.formats.metric_lines import parse_framework_metric
+
+    rec = parse_framework_metric("{'loss': 6.52929688, 'acc': 0.1, 'learning_rate': 1e-05, 'epoch': 0.01, "
+                                 "'memory(GiB)': 10.31, 'train_speed(iter/s)': 0.01689}")
+    assert rec is not None and rec.grammar == "swift_json" and rec.values["loss"] == 6.52929688

@@ -80,6 +80,16 @@ def test_an_engine_without_room_for_its_kv_cache_is_told_its_own_remedy(tmp_path
     assert report["root_cause"]["remedy"].startswith("SGLang found no GPU memory left for its KV cache")
 
 
+def test_an_oom_in_the_memory_savers_resume_is_the_colocated_switch(tmp_path):
+    # fzyzcjy/torch_memory_saver#99: the engine's memory could not be re-created for the next rollout
+    (tmp_path / "job.log").write_text(
+        "[torch_memory_saver.cpp] cudaError error: 2 (out of memory)  file=csrc/core.cpp func=resume line=172\n")
+    obs = OomContext().examine(open_run(str(tmp_path)))  # (no arguments: the resume itself says colocated)
+    assert obs.outcome == "phase_switch", obs.summary
+    assert obs.evidence["colocate"] == "shown by torch_memory_saver's resume"
+    assert "the engine resumed" in obs.summary
+
+
 def test_oom_in_the_log_prob_pass_by_timer(tmp_path):
     log = ROLLOUT_0 + (
         f"{T} [2026-08-01 10:06:02] timer.py:24 - Timer update_weights start\n"

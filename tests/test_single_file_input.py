@@ -200,3 +200,13 @@ def test_pasted_log_history_records_are_read_as_the_trainers_metrics(monkeypatch
     assert rc == 0 and report["root_cause"]["id"] == "numerics.nan_grad"
     assert report["path"][0]["outcome"] == "nonfinite"
     assert report["coverage"]["metrics"]["grad_norm"]["source"] == "log:pasted_records"
+
+
+def test_rays_report_of_a_request_it_cannot_schedule_is_triaged_not_refused(monkeypatch, capsys):
+    # OpenRLHF/OpenRLHF#516 pasted the autoscaler's warning and nothing the job logged after it
+    warning = ("(autoscaler +13s) Warning: The following resource request cannot be scheduled right now: "
+               "{'GPU': 1.0, 'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors.\n")
+    _stdin(monkeypatch, warning.encode())
+    rc = main(["run", "-", "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 3 and report["path"][0]["outcome"] == "stuck_at_submission"

@@ -525,6 +525,7 @@ def test_every_error_word_is_reached_by_a_marker():
     "[2025-07-30 08:25:11,734 C 2786 2786] core_worker.cc:1023:  Check failed: worker_context_.GetCurrentActorID().IsNil()",
     "[2026-05-21 16:07:41 DP6 TP6] Failed to update parameter online: start out of range (expected to be in range",
     "  Exit Code:    137",
+    "!!!!!!! Segfault encountered !!!!!!!",
     "torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1) local_rank: 0 (pid: 2916310)",
 ])
 def test_error_lines_without_an_error_word_are_error_lines(tmp_path, line):

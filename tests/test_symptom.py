@@ -96,6 +96,22 @@ def test_hydras_report_with_its_exception_cut_off_is_an_error_exit_that_names_no
     assert "exception cut off" in obs.summary and "job.log:1" in obs.summary
 
 
+def test_rays_own_report_of_a_request_it_cannot_schedule_is_stuck_at_submission(tmp_path):
+    # OpenRLHF/OpenRLHF#516: a cluster started with 4 CPUs; Ray's autoscaler says the actor waits, no record follows
+    (tmp_path / "job.log").write_text(
+        "ray start --head --num-cpus=4 --num-gpus=4\n"
+        "(autoscaler +13s) Warning: The following resource request cannot be scheduled right now: {'GPU': 1.0, "
+        "'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. Consider creating fewer "
+        "actors or adding more nodes to this Ray cluster.\n", encoding="utf-8")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "stuck_at_submission", obs.summary
+    assert "1 GPU, 1 CPU" in obs.summary and "job.log:2" in obs.summary
+    # the same warning in a job that logs records is a request that waited a while, not a stuck job
+    with open(tmp_path / "job.log", "a", encoding="utf-8") as fh:
+        fh.write("(TaskRunner pid=2601) step:1 - actor/grad_norm:0.4 - actor/entropy:0.6 - critic/score/mean:0.1\n")
+    assert classify(open_run(str(tmp_path))).outcome != "stuck_at_submission"
+
+
 def test_crash_with_nan_is_an_error_exit_and_ignore_errors_falls_through_to_nonfinite(tmp_path):
     s = healthy_series()
     s["grad_norm"][20:] = math.nan

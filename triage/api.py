@@ -41,9 +41,14 @@ def recognisable(run: Run) -> bool:
             or log.first_timestamp or getattr(log, "unparsed_metric_lines", 0)):
         return True
     try:  # metrics the log's own records do not hold: a pasted table (huggingface/trl#5697)
-        return bool(run.metrics.table.kinds())
+        if run.metrics.table.kinds():
+            return True
     except TriageError:
         return False
+    from triage.formats.ray_scheduling import holds_request
+
+    # Ray's report of a request it cannot schedule: a job stuck at submission (OpenRLHF/OpenRLHF#516)
+    return any(holds_request(text) for text in run.pastes.values())
 
 
 def triage_run(

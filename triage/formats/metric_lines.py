@@ -160,7 +160,9 @@ def _dict_line(msg: str) -> MetricRecord | None:
     if not any(k in _HF_KEYS for k in values) and "global_step/max_steps" not in values:
         return None
     step = _swift_step(values)
-    if step is not None:
+    if step is not None or "train_speed(iter/s)" in values or "memory(GiB)" in values:
+        # (ms-swift adds its speed and memory to every record it logs, before it also printed
+        # `global_step/max_steps`: modelscope/ms-swift#1208)
         return MetricRecord("swift_json", "swift", step, values)
     return MetricRecord("hf_dict", _hf_kind(values), None, values)
 

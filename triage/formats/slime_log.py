@@ -107,6 +107,9 @@ ERROR_WORDS: tuple[str, ...] = (
     # `Check failed: …` (Ray's core worker: THUDM/slime#72), and SGLang's refusal of a weight update
     # (model_runner.py: `Failed to update parameter online: …`; THUDM/slime#2280, sgl-project/sglang#26032)
     "terminate called", "what():", "Check failed", "Failed to update parameter online",
+    # the fatal-signal banner of PyTorch's and vLLM's native handlers, before the native stack
+    # (modelscope/ms-swift#8306: a segfault while a checkpoint was written)
+    "Segfault encountered",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -127,10 +130,11 @@ _METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK = 1, 2, 4, 8, 16
 _MARKERS: tuple[tuple[bytes, int], ...] = (
     *((b"%d: {" % digit, _METRIC_MARK) for digit in range(10)),  # must stay first (_METRIC_NEEDLES)
     # `xit` stands for `exit`, `exitcode` and Kubernetes' `Exit Code:` in one 3-byte marker
-    *((word, _ERROR_MARK) for word in (b"SIG", b"OOM", b"Xid", b"xit")),
+    # `Seg` stands for `Segmentation fault` and the native handler's `!!!!!!! Segfault encountered !!!!!!!`
+    *((word, _ERROR_MARK) for word in (b"SIG", b"OOM", b"Xid", b"xit", b"Seg")),
     (b"NaN", _OTHER_MARK),
     *((word, _ERROR_MARK) for word in (
-        b"rror", b"RROR", b"xception", b"illed", b"Segmentation fault", b"core dumped",
+        b"rror", b"RROR", b"xception", b"illed", b"core dumped",
         b"out of memory", b"OutOfMemory", b"oom-kill", b"Not enough memory", b"illegal memory access",
         b"NCCL", b"Watchdog", b"timed out", b"timing out", b"already in use", b"boundary",
         b"padding token", b"does not ", b"fallen off the bus",
@@ -175,6 +179,10 @@ _RAY_PREFIX = re.compile(_SRC)
 # (vllm/utils: `_add_prefix`, "(EngineCore_DP0 pid=2) ", "(Worker_TP1 pid=3) "), after Ray's own
 # the CRI logging format (kubernetes/cri-api, kubelet's pod log files): `<RFC 3339 time> <stream> <P|F> <line>`
 _CRI_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [FP] ")
+# `docker logs --timestamps` and `kubectl logs --timestamps`: RFC 3339 with nanoseconds before each line
+# (`2024-12-23T10:09:14.717696906Z ValueError: …`, axolotl-ai-cloud/axolotl#2218); an application's own
+# ISO timestamps rarely carry more than milliseconds
+_TIMESTAMPS_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}(?:Z|[+-]\d\d:\d\d) ")
 # Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
 _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
 # Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
@@ -458,7 +466,7 @@ class _Index:
         foreign = max(self.foreign_votes.items(), key=lambda kv: kv[1], default=(None, 0))
         slime_family = v["relax"] + v["miles"] + v["slime"] + v["bare_metrics"]
         if foreign[0] is not None and foreign[1] >= slime_family:
-            out.framework = foreign[0]
+            out.framework = self._member_of(foreign[0])
         elif v["relax"]:
             out.framework = "relax"
         elif v["miles"] and v["miles"] >= v["slime"]:
@@ -469,17 +477,30 @@ class _Index:
             out.framework = self._framework_by_markers()
         return out
 
+    def _marker_text(self) -> str:
+        out = self.out
+        return "\n".join(self.head_text + [line.text for line in out.errors[:200]]
+                          + [frame for tb in out.tracebacks[:10] for frame in tb.frames])
+
     def _framework_by_markers(self) -> str:
         """No format or grammar decided: the adapter whose log markers the head and the errors hold most of."""
         from triage.frameworks import detect
 
-        out = self.out
-        text = "\n".join(self.head_text + [line.text for line in out.errors[:200]]
-                         + [frame for tb in out.tracebacks[:10] for frame in tb.frames])
+        text = self._marker_text()
         fw = detect(text)
         if fw is None:
             return "unknown"
         return fw.member(text)
+
+    def _member_of(self, name: str) -> str:
+        """A grammar's framework, or the member of its family the log's paths name (axolotl's logger
+        over the HF Trainer's printed dicts: axolotl-ai-cloud/axolotl#1613)."""
+        from triage.frameworks import for_run
+
+        fw = for_run(name)
+        if fw is None or not fw.members or name not in fw.members:
+            return name
+        return fw.member(self._marker_text())
 
 
 def scan_logs(paths: list[Path], *, use_automaton: bool | None = None) -> LogIndex:
@@ -525,7 +546,8 @@ def _normal_ts(ts: str, ms: str | None) -> str:
 
 def strip_carrier(text: str) -> str:
     """What carried the line to the user, not what the job printed: the prefix a container runtime
-    writes before each line of a pod's log file (CRI: `2025-07-25T07:53:08.217487+08:00 stdout F `),
+    writes before each line of a pod's log file (CRI: `2025-07-25T07:53:08.217487+08:00 stdout F `) or
+    `docker logs --timestamps` before each line it prints (`2024-12-23T10:09:14.717696906Z `),
     Docker Compose's service prefix (`outlines-server-1  | `), a launcher's task label (`srun
     --label`'s `0: `, `mpirun --tag-output`'s `[1,0]<stdout>:`), and a Markdown quote (`> `) a
     pasted comment keeps."""
@@ -533,8 +555,8 @@ def strip_carrier(text: str) -> str:
     if first == ">":
         text = text[2:] if text[1:2] == " " else text[1:]
         first = text[:1]
-    if first == "2" and " std" in text[:48]:
-        m = _CRI_PREFIX.match(text)
+    if first == "2" and text[10:11] == "T":
+        m = _CRI_PREFIX.match(text) or _TIMESTAMPS_PREFIX.match(text)
         if m:
             text = text[m.end():]
     elif "| " in text[:80]:

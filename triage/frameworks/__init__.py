@@ -61,19 +61,22 @@ class Framework:
     arg_sources: tuple[str, ...] = ()
     error_wordings: tuple[ErrorWording, ...] = ()
     needs_help: dict[str, str] = field(default_factory=dict)
+    # the family's members a log can be told apart by, each by its own package's paths and module
+    # names (slime / miles / Relax; the HF Trainer and axolotl); empty: a run is always run_names[0]
+    members: tuple[str, ...] = ()
 
     def recognise(self, text: str) -> int:
         """How many of this framework's log markers `text` holds (0: not this framework's)."""
         return sum(1 for marker in self.log_markers if marker in text)
 
     def member(self, text: str) -> str:
-        """Which of the family's run names `text` is of: the one whose package its paths and module
-        names (`miles/backends/…`, `relax.components`) name most, the first on a tie or none."""
-        counts = [len(re.findall(rf"(?<![\w-]){re.escape(name)}[/.]", text)) for name in self.run_names]
-        if not counts:
-            return self.name
+        """Which of the family's members `text` is of: the one whose package its paths and module names
+        (`miles/backends/…`, `relax.components`, `axolotl.train`) name most, the first on a tie or none."""
+        if not self.members:
+            return self.run_names[0] if self.run_names else self.name
+        counts = [len(re.findall(rf"(?<![\w-]){re.escape(name)}[/.]", text)) for name in self.members]
         best = max(range(len(counts)), key=lambda i: (counts[i], -i))
-        return self.run_names[best]
+        return self.members[best]
 
     def metric_names(self) -> dict[str, tuple[str, ...]]:
         """canonical metric -> this framework's keys ("kind:key" or bare key), most specific first."""

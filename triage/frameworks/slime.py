@@ -10,6 +10,7 @@ FRAMEWORK = Framework(
     name="slime",
     title="slime / miles / Relax",
     run_names=("slime", "miles", "relax"),
+    members=("slime", "miles", "relax"),
     log_markers=(
         "slime/", "slime.", "miles/", "miles.", "relax.components", "MegatronTrainRayActor",
         "RolloutManager", "SGLangEngine", "Finish rollout", "------------------------ arguments ------------------------",
