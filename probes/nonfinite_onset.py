@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 WATCHED = (
     "grad_norm",
     "loss",
+    # a PPO critic's update goes non-finite on its own (verl-project/verl#498: `critic/grad_norm:nan`
+    # with the actor's finite)
+    "critic_grad_norm",
+    "value_loss",
     "pg_loss",
     "kl",
     "ppo_kl",
@@ -66,7 +70,7 @@ def watched_series(run: Run) -> list[Series]:
 
 # The series an update is made of: a NaN that reaches training shows in them (the axolotl guide:
 # "If grad_norm goes to NaN, the backward pass is the problem. If loss is NaN ... the forward pass").
-UPDATE_SERIES = ("grad_norm", "loss")
+UPDATE_SERIES = ("grad_norm", "loss", "critic_grad_norm", "value_loss")
 
 
 def _kind(series: Series) -> str:

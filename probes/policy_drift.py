@@ -176,7 +176,15 @@ class PolicyDrift(Probe):
             ev["is_ratio_min"] = _quote(is_min, is_val)
         if logp_val is not None:
             ev["logp_diff"] = _quote(logp, logp_val)
-        if (is_val is not None and is_val < p.is_ratio_min) or (logp_val is not None and logp_val > p.logp_stale):
+        # At the first update the rollouts were sampled by the weights being trained: no update came between,
+        # so however far apart the log-probs are, it is not staleness (THUDM/slime#2073: a difference of 9.2 at
+        # `step 0`, an incomplete model bridge). The records judged must all be of that update (step 0 or 1).
+        first_update = all(s is None or (len(s) and float(np.max(s.steps)) <= 1) for s in (is_min, logp)) \
+            and (is_min is not None or logp is not None)
+        if first_update:
+            ev["first_update"] = "every record judged is of the first update: no weight change came between sampling and training"
+        if not first_update and (
+                (is_val is not None and is_val < p.is_ratio_min) or (logp_val is not None and logp_val > p.logp_stale)):
             why = []
             if is_val is not None and is_val < p.is_ratio_min:
                 why.append(f"{is_min.key} = {is_val:.3g} (healthy > {p.is_ratio_min:g})")
@@ -228,10 +236,11 @@ class PolicyDrift(Probe):
             what = (f"the mean rollout log-probs differ from the trainer's by {gap_val:.3g} per token "
                     f"({gap.source}; {bar_why})")
         if what:
+            tail = ("at the first update, where no change of weights stands between sampling and training" if first_update
+                    else "while the importance-sampling ratios are not degenerate")
             return self.observe(
                 "logprob_mismatch",
-                f"The trainer's and the engine's log-probs of the same tokens disagree: {what}, while the "
-                "importance-sampling ratios are not degenerate.",
+                f"The trainer's and the engine's log-probs of the same tokens disagree: {what}, {tail}.",
                 0.75,
                 **ev,
             )

@@ -416,6 +416,28 @@ def test_drift_logprob_mismatch_slime(tmp_path):
     assert obs.evidence["logp_diff"]["recent_median"] == 0.3
 
 
+def test_a_ppo_critic_gone_non_finite_is_training_gone_non_finite(tmp_path):
+    # verl-project/verl#498: the critic's grad norm and value loss are NaN while the actor's are finite
+    (tmp_path / "job.log").write_text(
+        "(main_task pid=2601) step:1 - actor/pg_loss:0.01 - actor/grad_norm:0.4 - critic/vf_loss:nan - "
+        "critic/grad_norm:nan - critic/score/mean:0.1\n", encoding="utf-8")
+    obs = examine(NonfiniteOnset(), open_run(str(tmp_path)))
+    assert obs.outcome == "persistent", obs.summary
+    assert obs.evidence["onset_metric"] == "verl:critic/grad_norm"
+
+
+def test_a_log_prob_gap_at_the_first_update_is_a_mismatch_not_staleness(tmp_path):
+    # THUDM/slime#2073: `step 0` with a train-rollout log-prob difference of 9.2 (an incomplete model bridge);
+    # no weight update came between the rollout and the step that trained on it
+    (tmp_path / "job.log").write_text(
+        "[2026-08-01 10:00:00] model.py:918 - step 0: {'train/loss': -1.03e-06, 'train/entropy_loss': 5.39, "
+        "'train/ppo_kl': 0.0, 'train/train_rollout_logprob_abs_diff': 9.247343063354492, 'train/grad_norm': 0.5}\n",
+        encoding="utf-8")
+    obs = examine(PolicyDrift(), open_run(str(tmp_path)))
+    assert obs.outcome == "logprob_mismatch", obs.summary
+    assert "at the first update" in obs.summary and "first_update" in obs.evidence
+
+
 def test_drift_entropy_collapse(tmp_path):
     s = healthy_hf_series()
     s["entropy"] = np.geomspace(0.4, 0.002, 30)

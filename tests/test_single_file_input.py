@@ -210,3 +210,16 @@ def test_rays_report_of_a_request_it_cannot_schedule_is_triaged_not_refused(monk
     rc = main(["run", "-", "--json", "--no-cache"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 3 and report["path"][0]["outcome"] == "stuck_at_submission"
+
+
+def test_the_trainers_own_nan_check_names_the_nan_gradient_when_nothing_else_explains_it(monkeypatch, capsys):
+    # NVIDIA/Megatron-LM#5026: Megatron's NaN check saw the non-finite grad norm; no metric record did
+    paste = ("Unexpected result nan on rank 3 at iteration #3 invocation #2 (message='found NaN in local grad norm for "
+             "bucket #0 in backward pass before data-parallel communication collective')\n"
+             "AssertionError: Rank 3: found NaN in local grad norm for bucket #0 in backward pass before data-parallel "
+             "communication collective. Device: 3, node: node-1\n")
+    _stdin(monkeypatch, paste.encode())
+    rc = main(["run", "-", "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["root_cause"]["id"] == "numerics.nan_grad"
+    assert [s["outcome"] for s in report["path"] if s["probe"] == "error_signatures"][0] == "nan_check_failed"
