@@ -318,7 +318,11 @@ class CrashLocation(Probe):
             )
         if not causes and DEATH_TYPES.match(root.short_type):
             # only a report that another process died (the driver's ray.get on an actor that is gone): as for
-            # the same report without frames, it locates nothing; the actor it names is where the cause is
+            # the same report without frames, it locates nothing, unless an error line of the log's own does
+            # (a worker's segfault banner); the actor it names is where the cause is
+            alone = self._fatal_line_only(run, base)
+            if alone.outcome == "located":
+                return alone
             died = DIED_CLASS.search(root.message)
             return self.observe(
                 "not_located",

@@ -72,6 +72,7 @@ OUTCOMES = (
     "insufficient_gpus",
     "weight_name_refused",
     "weight_update_refused",
+    "reward_fn_failed",
     "other_error",
     "none",
 )
@@ -114,6 +115,9 @@ FATAL_LINE = re.compile(
     # the fatal-signal banner of PyTorch's and vLLM's native handlers (`!!!!!!! Segfault encountered
     # !!!!!!!`, then `File "<unknown>", line 0, in …` native frames: modelscope/ms-swift#8306)
     r"|\bSegfault encountered\b"
+    # UCX's fatal signal handler (openucx/ucx src/ucs/debug/debug.c: `[host:pid:tid:0] Caught signal 7 (Bus error:
+    # nonexistent physical address)`, then `==== backtrace`), NCCL over UCX (NVIDIA/Megatron-LM#516)
+    r"|:\d+\] Caught signal \d+ \("
     r"|core dumped"
     r"|terminate called after throwing"
     # the message of that uncaught C++ exception (libstdc++'s verbose terminate handler prints
@@ -740,6 +744,7 @@ _SUMMARY = {
     "insufficient_gpus": "the job asked for more GPUs than the Ray cluster has",
     "weight_name_refused": "the engine refused a parameter name the trainer sent in a weight update",
     "weight_update_refused": "the engine refused a tensor of a weight update and holds partly updated weights",
+    "reward_fn_failed": "the reward function could not score a sample from what the sample carries",
 }
 
 

@@ -56,11 +56,12 @@ ENGINE_FRAME = re.compile(r"sglang/srt/|sglang\\srt\\")
 KV_NO_ROOM = {
     re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"): (
         "SGLang found no GPU memory left for its KV cache after loading the weights, and asks for a larger "
-        "memory fraction: raise --sglang-mem-fraction-static (--mem-fraction-static) where the GPU has room (in a "
-        "colocated run the trainer's share bounds it), or spread the model over more GPUs per engine "
-        "(--rollout-num-gpus-per-engine)."),
+        "memory fraction: raise it where the GPU has room (SGLang's --mem-fraction-static: slime's "
+        "--sglang-mem-fraction-static, verl's actor_rollout_ref.rollout.gpu_memory_utilization; in a colocated "
+        "run the trainer's share bounds it), or spread the model over more GPUs per engine (tensor parallel: "
+        "slime's --rollout-num-gpus-per-engine)."),
     re.compile(r"No available memory for the cache blocks"): (
-        "vLLM found no GPU memory left for its KV cache blocks after loading the weights: raise "
+        "vLLM found no GPU memory left for its KV cache blocks after loading the weights: raise its "
         "gpu_memory_utilization where the GPU has room (in a colocated run the trainer's share bounds it), or "
         "spread the model over more GPUs (tensor_parallel_size)."),
 }

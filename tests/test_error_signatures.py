@@ -426,6 +426,9 @@ FIELD_CASES = [
      "timeout) detected by watchdog at work: 9141, last enqueued NCCL work: 9141, last completed NCCL work: 9140.\n"),  # sglang#1693
     ("nccl_abort", "[rank3]:[E909 09:55:46.996672294 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 3] Timeout at NCCL work: "
      "2070, last enqueued NCCL work: 2082, last completed NCCL work: 2069.\n"),  # torch ProcessGroupNCCL.cpp
+    # verl's default scorer has no reward function for the sample's data_source (verl-project/verl#3450)
+    ("reward_fn_failed", '    raise NotImplementedError(f"Reward function is not implemented for {data_source=}")\n'
+     "NotImplementedError: Reward function is not implemented for data_source=\n"),
     # a dependency the framework imports was never installed (NVIDIA/Megatron-LM#13)
     ("version_mismatch", "  File \"/content/Megatron-LM/mpu/layers.py\", line 28, in <module>\n"
      "    from apex.normalization.fused_layer_norm import FusedLayerNorm as LayerNorm\n"
@@ -1046,6 +1049,9 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     # NCCL's CUDACHECK inside a Ray actor (THUDM/slime#1106)
     "(MegatronTrainRayActor pid=228664) [2025-12-13 03:21:03] e54db9740f9d:228664:229081 [1] enqueue.cc:42 NCCL WARN "
     "Cuda failure 'named symbol not found'\n",
+    # UCX's fatal signal handler under NCCL, then its native backtrace (NVIDIA/Megatron-LM#516)
+    "[09677202c889:5283 :0:5704] Caught signal 7 (Bus error: nonexistent physical address)\n"
+    "==== backtrace (tid:   5704) ====\n",
     # the native fatal-signal banner, then native frames (modelscope/ms-swift#8306)
     "!!!!!!! Segfault encountered !!!!!!!\n"
     '  File "<unknown>", line 0, in caffe2::serialize::PyTorchStreamWriter::writeRecord(std::string const&)\n',

@@ -351,6 +351,10 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
     ("-- python3 /workspace/OpenRLHF/examples/train_ppo_ray.py --ref_num_nodes 1 --actor_num_gpus_per_node 4", "openrlhf"),
     ("UserWarning: KL divergence is starting to become negative: -2.44 - this might be a precursor for failed "
      "training.", "trl"),  # huggingface/trl#1857
+    # frames and commands alone (huggingface/trl#3455, verl-project/verl#3450, modelscope/ms-swift#5019)
+    ('File "/usr/local/lib/python3.11/site-packages/trl/scripts/grpo.py", line 104, in main', "trl"),
+    ('File "/opt/tiger/myverl/verl/utils/reward_score/__init__.py", line 106, in default_compute_score', "verl"),
+    ("CUDA_VISIBLE_DEVICES=0 swift export \\", "ms_swift"),
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):
     assert frameworks.detect(text).name == framework

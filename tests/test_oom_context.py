@@ -69,7 +69,7 @@ def test_an_engine_without_room_for_its_kv_cache_is_told_its_own_remedy(tmp_path
            "--mem-fraction-static.\n")
     obs = OomContext().examine(make_run(tmp_path, log))
     assert obs.outcome == "engine_side"
-    assert "too small" in obs.summary and "raise --sglang-mem-fraction-static" in obs.evidence["remedy"]
+    assert "too small" in obs.summary and "--sglang-mem-fraction-static" in obs.evidence["remedy"]
     import json
 
     from triage.cli import main

@@ -189,37 +189,47 @@ def test_a_pasted_metric_table_alone_is_triaged_not_refused(monkeypatch, capsys)
     assert report["path"][0]["outcome"] == "truncation"
 
 
-def test_pasted_log_history_records_are_read_as_the_trainers_metrics(monkeypatch, capsys):
+# Pastes the field holds, each with the answer a user should get: (rc, verdict id, report field, its value)
+FIELD_PASTES = {
     # huggingface/trl#1371 pasted the log_history of its trainer_state.json, cut at its first record
-    paste = ('"log_history": [\n    {\n      "epoch": 0.0,\n      "grad_norm": NaN,\n      "learning_rate": 0.0,\n'
-             '      "logits/chosen": NaN,\n      "loss": 9078019.2,\n      "rewards/accuracies": 0.0,\n'
-             '      "step": 5\n    },\n')
-    _stdin(monkeypatch, paste.encode())
-    rc = main(["run", "-", "--json", "--no-cache"])
-    report = json.loads(capsys.readouterr().out)
-    assert rc == 0 and report["root_cause"]["id"] == "numerics.nan_grad"
-    assert report["path"][0]["outcome"] == "nonfinite"
-    assert report["coverage"]["metrics"]["grad_norm"]["source"] == "log:pasted_records"
-
-
-def test_rays_report_of_a_request_it_cannot_schedule_is_triaged_not_refused(monkeypatch, capsys):
+    "pasted log_history records": (
+        '"log_history": [\n    {\n      "epoch": 0.0,\n      "grad_norm": NaN,\n      "learning_rate": 0.0,\n'
+        '      "logits/chosen": NaN,\n      "loss": 9078019.2,\n      "rewards/accuracies": 0.0,\n'
+        '      "step": 5\n    },\n',
+        0, "numerics.nan_grad", "coverage.metrics.grad_norm.source", "log:pasted_records"),
     # OpenRLHF/OpenRLHF#516 pasted the autoscaler's warning and nothing the job logged after it
-    warning = ("(autoscaler +13s) Warning: The following resource request cannot be scheduled right now: "
-               "{'GPU': 1.0, 'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors.\n")
-    _stdin(monkeypatch, warning.encode())
-    rc = main(["run", "-", "--json", "--no-cache"])
-    report = json.loads(capsys.readouterr().out)
-    assert rc == 3 and report["path"][0]["outcome"] == "stuck_at_submission"
-
-
-def test_the_trainers_own_nan_check_names_the_nan_gradient_when_nothing_else_explains_it(monkeypatch, capsys):
+    "Ray's request it cannot schedule": (
+        "(autoscaler +13s) Warning: The following resource request cannot be scheduled right now: "
+        "{'GPU': 1.0, 'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors.\n",
+        3, "inconclusive", "path.0.outcome", "stuck_at_submission"),
     # NVIDIA/Megatron-LM#5026: Megatron's NaN check saw the non-finite grad norm; no metric record did
-    paste = ("Unexpected result nan on rank 3 at iteration #3 invocation #2 (message='found NaN in local grad norm for "
-             "bucket #0 in backward pass before data-parallel communication collective')\n"
-             "AssertionError: Rank 3: found NaN in local grad norm for bucket #0 in backward pass before data-parallel "
-             "communication collective. Device: 3, node: node-1\n")
+    "the trainer's own NaN check": (
+        "Unexpected result nan on rank 3 at iteration #3 invocation #2 (message='found NaN in local grad norm for "
+        "bucket #0 in backward pass before data-parallel communication collective')\n"
+        "AssertionError: Rank 3: found NaN in local grad norm for bucket #0 in backward pass before data-parallel "
+        "communication collective. Device: 3, node: node-1\n",
+        0, "numerics.nan_grad", "path.1.outcome", "nan_check_failed"),
+    # verl-project/verl#3450: the dataset's data_source column was empty
+    "a reward function without a scorer for the data source": (
+        '  File "/opt/tiger/myverl/verl/utils/reward_score/__init__.py", line 106, in default_compute_score\n'
+        '    raise NotImplementedError(f"Reward function is not implemented for {data_source=}")\n'
+        "NotImplementedError: Reward function is not implemented for data_source=\n",
+        0, "reward.broken_fn", "run.framework", "verl"),
+}
+
+
+def _at(report: dict, dotted: str):
+    value = report
+    for key in dotted.split("."):
+        value = value[int(key)] if isinstance(value, list) else value[key]
+    return value
+
+
+@pytest.mark.parametrize("name", list(FIELD_PASTES))
+def test_a_field_paste_gets_the_answer_its_thread_found(monkeypatch, capsys, name):
+    paste, rc, verdict, field, value = FIELD_PASTES[name]
     _stdin(monkeypatch, paste.encode())
-    rc = main(["run", "-", "--json", "--no-cache"])
+    assert main(["run", "-", "--json", "--no-cache"]) == rc
     report = json.loads(capsys.readouterr().out)
-    assert rc == 0 and report["root_cause"]["id"] == "numerics.nan_grad"
-    assert [s["outcome"] for s in report["path"] if s["probe"] == "error_signatures"][0] == "nan_check_failed"
+    assert report["root_cause"]["id"] == verdict
+    assert _at(report, field) == value

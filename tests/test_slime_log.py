@@ -534,3 +534,14 @@ def test_error_lines_without_an_error_word_are_error_lines(tmp_path, line):
     for automaton in (True, False):
         index = scan_logs([log], use_automaton=automaton)
         assert [e.line_no for e in index.errors] == [1], (automaton, line)
+
+
+@pytest.mark.parametrize("raw, text", [
+    # THUDM/slime#1076: the exception line pasted as Markdown inline code
+    ("`RuntimeError: The size of tensor a (6236) must match the size of tensor b (8192)`",
+     "RuntimeError: The size of tensor a (6236) must match the size of tensor b (8192)"),
+    ("`[rank0]: ValueError: boom` ", "[rank0]: ValueError: boom"),
+    ("```python", "```python"),  # a fence is no inline code
+])
+def test_inline_codes_backticks_are_a_carrier(raw, text):
+    assert slime_log.strip_carrier(raw) == text

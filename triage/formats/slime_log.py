@@ -549,11 +549,17 @@ def strip_carrier(text: str) -> str:
     writes before each line of a pod's log file (CRI: `2025-07-25T07:53:08.217487+08:00 stdout F `) or
     `docker logs --timestamps` before each line it prints (`2024-12-23T10:09:14.717696906Z `),
     Docker Compose's service prefix (`outlines-server-1  | `), a launcher's task label (`srun
-    --label`'s `0: `, `mpirun --tag-output`'s `[1,0]<stdout>:`), and a Markdown quote (`> `) a
-    pasted comment keeps."""
+    --label`'s `0: `, `mpirun --tag-output`'s `[1,0]<stdout>:`), and a Markdown quote (`> `) or inline
+    code's backticks a pasted comment keeps."""
     first = text[:1]
     if first == ">":
         text = text[2:] if text[1:2] == " " else text[1:]
+        first = text[:1]
+    if first == "`" and text[1:2] != "`":  # Markdown's inline code around a pasted line (THUDM/slime#1076)
+        text = text[1:]
+        end = text.rstrip()
+        if end.endswith("`"):
+            text = end[:-1]
         first = text[:1]
     if first == "2" and text[10:11] == "T":
         m = _CRI_PREFIX.match(text) or _TIMESTAMPS_PREFIX.match(text)

@@ -14,7 +14,7 @@ FRAMEWORK = Framework(
     title="TRL / HF Trainer / axolotl",
     run_names=("hf_trainer", "trl", "axolotl"),
     members=("hf_trainer", "axolotl"),  # (a TRL run is the HF Trainer's: `trl/` paths name no other member)
-    log_markers=("trl/trainer", "transformers/trainer.py", "GRPOTrainer", "axolotl", "'epoch': ",
+    log_markers=("trl/trainer", "trl/scripts/", "trl/cli", "transformers/trainer.py", "GRPOTrainer", "axolotl", "'epoch': ",
                  "trainer_state.json", "{'train_runtime'",
                  # `trl env`'s report (trl/cli.py) and GRPOTrainer's batch check (trl/trainer/grpo_trainer.py)
                  "- TRL version:", "number of generations per prompt",
