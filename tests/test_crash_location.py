@@ -588,3 +588,20 @@ def test_a_traceback_that_only_reports_a_dead_actor_locates_nothing_but_names_th
     assert obs.outcome == "not_located", obs.summary
     assert obs.evidence["died_actor"] == "CriticModelRayActor"
     assert "only the report of a process that died" in obs.summary
+
+
+def test_a_traceback_behind_a_timestamp_on_every_line_is_read_whole(tmp_path):
+    # verl-project/verl#5558: the job's logger wrote `[YYYY-MM-DD HH:MM:SS] ` before each traceback line
+    ts = "[2026-03-11 17:47:54] "
+    log = "".join(ts + line + "\n" for line in (
+        "Traceback (most recent call last):",
+        '  File "/appdata/verl/verl/trainer/main_ppo.py", line 317, in run',
+        "    trainer.fit()",
+        '  File "/appdata/verl/verl/workers/reward_manager/naive.py", line 89, in __call__',
+        "    score = self.compute_score(data_source=data_source)",
+        "KeyError: 'ground_truth'",
+    ))
+    _, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.evidence["exception_type"] == "KeyError"
+    assert obs.evidence["frame"].endswith("in __call__")

@@ -576,6 +576,18 @@ def strip_carrier(text: str) -> str:
     return text
 
 
+def strip_bracket_timestamp(text: str) -> str:
+    """A logger's bare `[YYYY-MM-DD HH:MM:SS] ` before each line, off a line a traceback reader reads
+    (verl-project/verl#5558 prints every traceback line behind one). slime's own head (`[ts] file.py:12
+    - `) is a log record, and SGLang's `[ts TP1] ` names the rank: both stay."""
+    if text[:2] != "[2" and text[:2] != "[1":
+        return text
+    m = _BRACKET_TS.match(text)
+    if m is None or m.group("tag").strip() or _SLIME_FMT.match(text):
+        return text
+    return text[m.end():]
+
+
 def strip_nested_processes(text: str) -> str:
     """The processes an actor started, named after Ray's prefix: `(EngineCore_DP0 pid=2) ` (vLLM v1)."""
     while text[:1] == "(":

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage import safe_io
-from triage.formats.slime_log import BARE_EXCEPTION, VLLM_FMT, split_line, strip_carrier, strip_nested_processes
+from triage.formats.slime_log import (
+    BARE_EXCEPTION,
+    VLLM_FMT,
+    split_line,
+    strip_bracket_timestamp,
+    strip_carrier,
+    strip_nested_processes,
+)
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_CHARS = 4000
@@ -287,6 +294,8 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
         if m:
             rank = int(m.group("rank"))
             text = text[m.end():]
+    if text[:1] == "[":  # a logger's timestamp before every line of the traceback it printed
+        text = strip_bracket_timestamp(text)
     if text[:1] in "DIWEC":  # vLLM's logger writes a traceback line by line behind its prefix
         m = VLLM_FMT.match(text)
         if m:
