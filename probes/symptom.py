@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -131,7 +132,15 @@ class Symptom(Probe):
     def examine(self, run: Run) -> Observation:
         p: SymptomParams = self.params  # type: ignore[assignment]
         # a log that holds no record of the job (only a pasted package list, say) has nothing to classify
-        has_log = bool(run.artifacts.logs) and (_holds_job_records(run.log) or Symptom._ray_request_waits(run) is not None)
+        # Ray's report of a request it cannot schedule is read from the logs' heads once, and only when asked
+        ray_waits: list[dict[str, Any] | None] = []
+
+        def ray_request_waits() -> dict[str, Any] | None:
+            if not ray_waits:
+                ray_waits.append(Symptom._ray_request_waits(run))
+            return ray_waits[0]
+
+        has_log = bool(run.artifacts.logs) and (_holds_job_records(run.log) or ray_request_waits() is not None)
         has_metrics = not run.metrics.empty()
         has_dumps = bool(run.rollout_dump_paths())
         if not (has_log or has_metrics or has_dumps or run.artifacts.flight_recorder):
@@ -145,7 +154,7 @@ class Symptom(Probe):
             crash = self._error_exit(run, p, hang_evidence=hang is not None)
             if crash is not None:
                 seen["error_exit"] = crash
-            stuck = self._stuck(run)
+            stuck = self._stuck(run, ray_request_waits)
             if stuck is not None:
                 seen["stuck_at_submission"] = stuck
         if hang is not None:
@@ -281,14 +290,14 @@ class Symptom(Probe):
         }
 
     @staticmethod
-    def _stuck(run: Run) -> dict[str, Any] | None:
+    def _stuck(run: Run, ray_request_waits: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
         log = run.log
         waits = log.placement_group_waits
         table = run.metrics.table
         if table.count("step") or table.count("rollout"):
             return None
         if not waits:  # (any record at all says the job runs)
-            return Symptom._ray_request_waits(run) if table.empty() else None
+            return ray_request_waits() if table.empty() else None
         last = waits[-1]
         return {
             "reason": (f"the job waited for a Ray placement group of {last.gpus_needed} GPUs "
