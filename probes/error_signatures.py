@@ -107,6 +107,9 @@ TEXT_KEY = 200
 FATAL_LINE = re.compile(
     # (`raise Exception(msg)` prints a bare `Exception: msg`: huggingface/trl#3587)
     r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?:\([^)]*\))?:"
+    # an exception raised without a message prints its name alone (`assert x` -> `AssertionError`),
+    # also below a traceback whose head the paste cut off (modelscope/ms-swift#4418: `[rank1]: AssertionError`)
+    r"|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*$"
     r"|Fatal Python error"
     # abseil's failure signal handler (Ray's workers install it): `*** SIGABRT received at time=1773825404 on cpu 49 ***`
     # (verl-project/verl#5659, after `Cannot load symbol cublasLtGetVersion`)
@@ -119,6 +122,9 @@ FATAL_LINE = re.compile(
     # nonexistent physical address)`, then `==== backtrace`), NCCL over UCX (NVIDIA/Megatron-LM#516)
     r"|:\d+\] Caught signal \d+ \("
     r"|core dumped"
+    # SGLang's launcher taking the engine down after a child process died (its SIGQUIT handler,
+    # python/sglang/srt/entrypoints/engine.py; sgl-project/sglang#3685: `proces` in older releases)
+    r"|Received sigquit from a child proces"
     r"|terminate called after throwing"
     # the message of that uncaught C++ exception (libstdc++'s verbose terminate handler prints
     # `  what():  <message>` right under it: gloo's `[enforce fail at …pair.cc:446] …`, sgl-project/sglang#6763)

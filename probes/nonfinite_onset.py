@@ -151,11 +151,41 @@ def grad_norm_before(run: Run, onset_step: int, window: int) -> dict[str, Any] |
     }
 
 
+def finite_gradients_at(run: Run, found: list[tuple[Series, NonFinite]]) -> Series | None:
+    """The grad norm series logged finite at every step where `found` is non-finite, if one was.
+
+    The catalog's NaN gradient is read from the grad norm itself; a loss (or another metric) that is
+    non-finite in records whose grad norm is finite did not put a NaN into the update: the logged value
+    is an average over nothing or a term that does not reach the gradients (huggingface/trl#1447: KTO's
+    loss NaN on batches with no rejected example, grad_norm 29-55 throughout).
+    """
+    grads = ("grad_norm", "critic_grad_norm")
+    if any(s.name in grads for s, _nf in found):
+        return None  # a grad norm went non-finite itself (a PPO critic's beside a finite actor's, verl#498)
+    for name in grads:
+        g = run.metrics.get(name)
+        if g is None or not len(g):
+            continue
+        for s, nf in found:
+            if _kind(g) != _kind(s):
+                return None
+            at = np.isin(g.steps, np.asarray(nf.steps))
+            if at.sum() < len(set(nf.steps)) or not np.all(np.isfinite(g.values[at])):
+                return None
+        return g
+    return None
+
+
 class NonfiniteOnset(Probe):
-    """The first NaN/Inf in loss, grad_norm, rewards or log-probs, and whether training recovered."""
+    """The first NaN/Inf in loss, grad_norm, rewards or log-probs, and whether training recovered.
+
+    Outcomes: `isolated` (finite again after a few records), `persistent` (non-finite from some step on,
+    or recurring), `finite_gradients` (non-finite values that persist or recur while the grad norm logged
+    beside them stays finite), `none`.
+    """
 
     name = "nonfinite_onset"
-    outcomes = ("isolated", "persistent", "none")
+    outcomes = ("isolated", "persistent", "finite_gradients", "none")
     needs = ("metrics",)
     cost = Cost.STATIC
     Params = NonfiniteParams
@@ -198,6 +228,18 @@ class NonfiniteOnset(Probe):
         names = ", ".join(sorted({s.key for s, _nf in found}))
         persistent = [(s, nf) for s, nf in found if nf.persistent]
         worst = max(len(nf.steps) for _s, nf in found)
+        finite_grad = finite_gradients_at(run, found) if persistent or worst > p.max_isolated else None
+        if finite_grad is not None:
+            return self.observe(
+                "finite_gradients",
+                f"{names} {'is' if len(found) == 1 else 'are'} non-finite from step {first.onset_step} on, but "
+                f"{finite_grad.key} is finite on every one of those records: the update itself did not go "
+                "non-finite (a logged average over nothing, or a loss term that does not reach the gradients).",
+                0.7,
+                grad_norm_finite={"metric": finite_grad.source, "records": len(finite_grad),
+                                  "max": evidence_number(float(np.max(finite_grad.values)))},
+                **evidence,
+            )
         if persistent:
             s, nf = min(persistent, key=lambda t: t[1].runs[-1].start_step)
             start = nf.runs[-1].start_step

@@ -22,7 +22,7 @@ of records, at least 5), first that applies:
    something else: a lower precision, a different kernel, different weights. Where the
    per-token difference was not logged, the gap between the rollout means of
    `rollout/rollout_log_probs` and `rollout/log_probs` (a lower bound of it) is judged.
-4. `entropy_collapse`: entropy < 0.01 — near-deterministic, near-identical completions.
+4. `entropy_collapse`: entropy fallen below 0.01 from above it — near-deterministic, near-identical completions.
 5. `kl_divergence`: KL to the reference > 2 and rising fast.
 6. `clip_aggressive`: PPO clipping on > 30% of tokens.
 7. `length_hacking`: the mean response length rises monotonically towards the limit while
@@ -249,7 +249,10 @@ class PolicyDrift(Probe):
         if ent is not None:
             ent_val = _recent(ent, f)
             ev["entropy"] = _quote(ent, ent_val, first_median=evidence_number(float(np.median(head(ent.values)))))
-            if ent_val < p.entropy_min:
+            # a collapse is a fall: an entropy below the bar from its first records on (exactly 0 where a
+            # trainer logs it without computing it, huggingface/open-r1#704) shows none
+            early = ent.finite()
+            if ent_val < p.entropy_min and len(early) >= 2 and float(np.median(head(early.values))) >= p.entropy_min:
                 return self.observe(
                     "entropy_collapse",
                     f"Entropy has collapsed to {ent_val:.3g} ({ent.source}; < {p.entropy_min:g}, from "

@@ -99,10 +99,18 @@ def read_step1(run: Run) -> Step1Readings:
                 if key in record:
                     found.kls.append((f"step:{key}", 0, record[key]))
     if first_rollout is None and first_step is None:
-        kl = metrics.raw("hf", "kl")
-        if kl is not None and len(kl) and int(kl.steps[0]) <= 1:
-            found.kls.append((kl.source, int(kl.steps[0]), float(kl.values[0])))
+        # the HF Trainer's records, and ms-swift's (its GRPO trainer is TRL's: modelscope/ms-swift
+        # swift/trainers/rlhf_trainer/grpo_trainer.py logs the same `kl`)
+        for kind in ("hf", "swift"):
+            kl = metrics.raw(kind, "kl")
+            if kl is not None and len(kl) and int(kl.steps[0]) <= 1:
+                found.kls.append((kl.source, int(kl.steps[0]), float(kl.values[0])))
+                break
     return found
+
+
+# The frameworks whose records `read_step1` reads (a run not yet named may be one of them).
+READ_FROM = frozenset({"slime", "miles", "relax", "hf_trainer", "axolotl", "trl", "ms_swift", "unknown"})
 
 
 def _bad(value: float, tol: float) -> bool:
@@ -131,6 +139,16 @@ class Step1Invariants(Probe):
                     f"the metrics start at {where} (a resumed run); the step-1 invariants hold only at the first "
                     "rollout of a fresh run",
                     "keep the log of the job's first rollout (`rollout 0:` and `step 0:` lines)",
+                )
+            fw = run.framework
+            if fw not in READ_FROM:
+                # verl logs its first update as `step:1` and recomputes log-probs over other micro-batches, so
+                # slime's exact-zero bar would blame healthy runs (NOTES.md, Known limits): not slime's advice
+                raise Unavailable(
+                    "metrics",
+                    f"the step-1 invariants are read from a slime-family job's first rollout and step (`rollout 0:`, "
+                    f"`step 0:`) or the HF Trainer's first `kl`; a {fw} run logs neither",
+                    f"none in a {fw} run's records: this check reads slime's and the HF Trainer's",
                 )
             raise Unavailable(
                 "metrics",

@@ -459,6 +459,9 @@ FIELD_CASES = [
     ("version_mismatch", "$VENV/bin/python: error while loading shared libraries: libcudart.so.13: cannot open shared object "
      "file: No such file or directory\n"),  # sgl-project/sglang#36533
     ("version_mismatch", "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"),  # vllm#1369
+    # torch quoting the NCCL proxy's failed connect under `Last error:`, without NCCL's WARN prefix (verl-project/verl#108)
+    ("network_failure", "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
+     "error.\nLast error:\n[Service thread] Error encountered progressing operation=Connect, res=3, closing connection\n"),
 ]
 
 
@@ -507,6 +510,10 @@ NEAR_MISSES = [
     # the user's own module, or a package named like a dependency but not it, is no missing dependency
     ("version_mismatch", "ModuleNotFoundError: No module named 'utils'\n"),
     ("version_mismatch", "ModuleNotFoundError: No module named 'vllm_plugins'\n"),
+    # vLLM's pynccl wording of a rank's own failed NCCL call (ncclCommInitRank) is no aborted collective
+    # (vllm-project/vllm#16707)
+    ("nccl_abort", "(RayWorkerWrapper pid=880) ERROR 04-16 01:01:44 [worker_base.py:620] RuntimeError: NCCL error: "
+     "unhandled system error (run with NCCL_DEBUG=INFO for details) [repeated 6x across cluster]\n"),
 ]
 
 
@@ -1061,6 +1068,10 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     # a rank that segfaulted, of which torch elastic's summary is the only word (modelscope/ms-swift#4302)
     "E0521 18:06:37.491000 2915962 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] "
     "failed (exitcode: -11) local_rank: 3 (pid: 2916310) of binary: /usr/bin/python3\n",
+    # SGLang's launcher taking the engine down after a child died, logged without a level word (sgl-project/sglang#3685)
+    "[2026-04-15 07:45:17] Received sigquit from a child process. It usually means the child failed.\n",
+    # an exception without a message, below a traceback whose head the paste cut off (modelscope/ms-swift#4418)
+    "[rank1]: AssertionError\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)

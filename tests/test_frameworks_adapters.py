@@ -147,14 +147,47 @@ def test_trl_console_dicts_are_read_safely_and_numbered_in_order(tmp_path):
     index = scan_logs([_log(tmp_path, TRL_LOG)])
     assert index.framework == "hf_trainer"
     steps, values = index.metrics.series("hf_log", "grad_norm")
-    assert list(steps) == [1, 2, 3]
-    assert values[1] == pytest.approx(1.0234) and math.isnan(values[2])
+    # the record cut mid-write at the end keeps its whole items (modelscope/ms-swift#4800's paste ends so)
+    assert list(steps) == [1, 2, 3, 4]
+    assert values[1] == pytest.approx(1.0234) and math.isnan(values[2]) and values[3] == 0.5
     assert index.metrics.count("hf_log_summary") == 1
-    assert index.unparsed_metric_lines == 1
-    assert "'epo" in index.unparsed_samples[0] and index.unparsed_samples[0].startswith(str(tmp_path))
+    assert index.unparsed_metric_lines == 0
     run = open_file_run(str(tmp_path / "job.log"))
     assert run.metrics.get("frac_reward_zero_std").source == "hf_log:frac_reward_zero_std"
     assert run.metrics.get("clip_ratio").values[0] == 0.0
+
+
+@pytest.mark.parametrize("cut, expected", [
+    # modelscope/ms-swift#4800: a JSON record cut inside a key
+    ('{"loss": 0.00544535, "grad_norm": 12.94114975, "learning_rate": 1e-06, "kl": 0.53551398, "epo',
+     {"loss": 0.00544535, "grad_norm": 12.94114975, "kl": 0.53551398}),
+    # cut inside a string value: the item before it is dropped too
+    ("{'loss': 0.1, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'kl': 0.2, 'elapsed_time': '5m",
+     {"loss": 0.1, "grad_norm": 0.5, "kl": 0.2}),
+])
+def test_a_record_cut_at_the_end_of_a_paste_keeps_its_whole_items(tmp_path, cut, expected):
+    whole = "{'loss': 0.2, 'grad_norm': 0.4, 'learning_rate': 1e-06, 'kl': 0.0, 'epoch': 0.01}\n"
+    index = scan_logs([_log(tmp_path, whole + cut)])
+    kind = index.metrics.kinds()[0]
+    assert index.metrics.count(kind) == 2 and index.unparsed_metric_lines == 0
+    for key, value in expected.items():
+        assert index.metrics.series(kind, key)[1][-1] == pytest.approx(value)
+    # cut inside the first item: nothing whole to keep, the line stays unparsed
+    index = scan_logs([_log(tmp_path, whole + "{'loss': 0.1")])
+    assert index.unparsed_metric_lines == 1
+
+
+def test_ms_swifts_first_kl_is_read_by_the_step1_invariants(tmp_path):
+    # modelscope/ms-swift#4800: ms-swift's GRPO trainer is TRL's and logs the same `kl`, 0 at the first step
+    from probes.step1_invariants import Step1Invariants
+
+    rec = ('[INFO:swift] {{"loss": 0.005, "grad_norm": 12.9, "learning_rate": 1e-06, "reward": 0.4, "kl": {kl}, '
+           '"epoch": 0.01, "global_step/max_steps": "{n}/500"}}\n')
+    _log(tmp_path, rec.format(kl=0.0, n=1) + rec.format(kl=0.5355, n=2))
+    obs = Step1Invariants().examine(open_file_run(str(tmp_path / "job.log")))
+    assert obs.outcome == "hold", obs.summary
+    _log(tmp_path, rec.format(kl=0.3, n=1))
+    assert Step1Invariants().examine(open_file_run(str(tmp_path / "job.log"))).outcome == "kl_nonzero"
 
 
 def test_a_printed_config_dict_is_not_a_metric_record(tmp_path):
@@ -215,8 +248,11 @@ def test_slime_metric_lines_still_go_through_the_slime_grammar(tmp_path):
             "[2026-08-01 10:00:02] model.py:918 - step 1: {'train/loss': 0.1, 'train/grad_n\n")
     index = scan_logs([_log(tmp_path, text)])
     assert index.framework == "slime"
-    assert index.parsed_by[str(tmp_path / "job.log")] == {"slime_dict": 2}
-    assert index.unparsed_metric_lines == 1 and "step 1" in index.unparsed_samples[0]
+    # the record the file ends inside keeps its whole items
+    assert index.parsed_by[str(tmp_path / "job.log")] == {"slime_dict": 3}
+    assert index.unparsed_metric_lines == 0
+    assert list(index.metrics.series("step", "train/loss")[0]) == [0, 1]
+    assert list(index.metrics.series("step", "train/grad_norm")[0]) == [0]
 
 
 def test_a_crash_log_without_metrics_is_recognised_by_its_markers(tmp_path):
@@ -324,6 +360,17 @@ def test_an_older_megatron_line_without_consumed_samples_is_read(tmp_path):
     assert list(steps) == [1, 2, 3] and list(scales) == [2.0 ** 31, 2.0 ** 30, 2.0 ** 29]
 
 
+def test_megatrons_first_lines_without_colons_are_read(tmp_path):
+    # NVIDIA/Megatron-LM#5 (2019): `learning rate 1.010E-06 | lm loss 1.020020E+01 |`, no colon after the name
+    old = "".join(
+        f" iteration      {i}00/   20000 | elapsed time per iteration (ms): 334.9 | learning rate 1.010E-06 | "
+        f"lm loss {10.2 - i / 10:.6E} | nsp loss 5.515259E-01 |\n" for i in range(1, 4))
+    index = scan_logs([_log(tmp_path, old)])
+    steps, loss = index.metrics.series("megatron", "lm loss")
+    assert list(steps) == [100, 200, 300] and list(loss) == pytest.approx([10.1, 10.0, 9.9])
+    assert index.metrics.series("megatron", "elapsed time per iteration (ms)")[1][0] == 334.9
+
+
 def test_trls_vllm_server_access_lines_are_a_trl_run(tmp_path):
     # huggingface/trl#3214 pasted only `trl vllm-serve`'s uvicorn access lines: triaged, not refused
     from triage.api import triage
@@ -355,6 +402,8 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
     ('File "/usr/local/lib/python3.11/site-packages/trl/scripts/grpo.py", line 104, in main', "trl"),
     ('File "/opt/tiger/myverl/verl/utils/reward_score/__init__.py", line 106, in default_compute_score', "verl"),
     ("CUDA_VISIBLE_DEVICES=0 swift export \\", "ms_swift"),
+    ("CUDA_VISIBLE_DEVICES=0,1 swift rollout \\", "ms_swift"),  # modelscope/ms-swift#7200
+    ("NPROC_PER_NODE=8 megatron rlhf --rlhf_type grpo \\", "ms_swift"),  # modelscope/ms-swift#8017
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):
     assert frameworks.detect(text).name == framework

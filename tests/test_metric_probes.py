@@ -446,6 +446,14 @@ def test_drift_entropy_collapse(tmp_path):
     assert obs.evidence["entropy"]["recent_median"] < 0.01
 
 
+def test_an_entropy_below_the_bar_from_its_first_record_is_no_collapse(tmp_path):
+    # huggingface/open-r1#704: TRL's notebook table shows entropy 0 at step 1 and "No log" after it
+    s = healthy_hf_series()
+    s["entropy"] = np.zeros(30)
+    obs = examine(PolicyDrift(), hf_run(tmp_path, s))
+    assert obs.outcome != "entropy_collapse", obs.summary
+
+
 def test_drift_kl_divergence(tmp_path):
     s = healthy_hf_series()
     s["kl"] = np.geomspace(0.01, 6.0, 30)
@@ -838,12 +846,33 @@ def test_a_nan_only_in_kl_while_loss_and_grad_norm_are_finite_is_not_training_go
     s["kl"] = np.full(30, math.nan)
     obs = examine(NonfiniteOnset(), hf_run(tmp_path / "kl", s))
     assert obs.outcome == "none", obs.summary
-    # the same NaN with the loss NaN on those records is the training's
+    # the same NaN with the loss and the grad norm NaN on those records is the training's
     s["loss"] = s["loss"].copy()
     s["loss"][20:] = math.nan
+    s["grad_norm"] = s["grad_norm"].copy()
+    s["grad_norm"][20:] = math.nan
     obs = examine(NonfiniteOnset(), hf_run(tmp_path / "loss", s))
     assert obs.outcome == "persistent", obs.summary
     assert obs.evidence["onset_step"] == 1 and obs.evidence["persistent_from_step"] == 1
+
+
+def test_a_loss_nan_beside_a_finite_grad_norm_is_not_a_nan_gradient(tmp_path, capsys):
+    # huggingface/trl#1447 (KTO): `'loss': nan` from the second record on while grad_norm stays 29-55; the
+    # catalog's NaN gradient is read from the grad norm, which was observed finite
+    s = healthy_hf_series(30)
+    s["loss"] = s["loss"].copy()
+    s["loss"][1:] = math.nan
+    obs = examine(NonfiniteOnset(), hf_run(tmp_path / "run", s))
+    assert obs.outcome == "finite_gradients", obs.summary
+    assert obs.evidence["onset_step"] == 2
+    assert obs.evidence["grad_norm_finite"]["metric"] == "hf:grad_norm"
+    assert "grad_norm is finite on every one of those records" in obs.summary
+    from triage.cli import main
+
+    code = main(["run", str(tmp_path / "run"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 3 and report["root_cause"]["id"] == "inconclusive"
+    assert "numerics.nan_grad" not in [c["id"] for c in report["candidates"]]
 
 
 def test_a_grad_norm_above_the_absolute_bar_is_a_spike_even_in_two_records(tmp_path):

@@ -38,6 +38,24 @@ def test_a_markdown_table_keeps_nan_and_ends_at_prose():
     assert rows[1][1]["grad_norm"] != rows[1][1]["grad_norm"]  # nan
 
 
+# the Trainer's notebook progress table as users copy it (transformers utils/notebook.py; huggingface/open-r1#704):
+# loss columns named in words, slashes spaced, "No log" where a step logged nothing
+NOTEBOOK = """Step | Training Loss | reward | reward_std | kl | rewards / format_reward / mean
+-- | -- | -- | -- | -- | --
+1 | -0.283600 | 13.437500 | 21.810942 | nan | 3.125000
+2 | -0.149100 | 6.931818 | 14.526671 | nan | No Log
+3 | -0.110500 | 6.250000 | 17.677670 | No log | 2.5
+"""
+
+
+def test_the_notebook_progress_table_is_read_with_its_names_and_missing_cells():
+    rows = list(tables(NOTEBOOK.splitlines()))
+    assert [step for step, _ in rows] == [1, 2, 3]
+    assert rows[0][1]["loss"] == -0.2836 and rows[0][1]["rewards/format_reward/mean"] == 3.125
+    assert "rewards/format_reward/mean" not in rows[1][1] and "kl" not in rows[2][1]  # "No log": no value
+    assert rows[1][1]["kl"] != rows[1][1]["kl"]  # nan is a value
+
+
 def test_lines_that_are_not_a_table_give_nothing():
     text = [
         "step loss",  # two columns
@@ -45,6 +63,8 @@ def test_lines_that_are_not_a_table_give_nothing():
         "the run went on",  # ... with no numeric row
         "rank  world  size",  # no step column
         "0  8  8",
+        "step | loss | reward",  # "No log" is no step
+        "No log | 0.1 | 0.2",
     ]
     assert list(tables(text)) == []
 

@@ -124,6 +124,23 @@ def test_fragment_checks_without_a_subprocess():
         open_bytes_run(b"a\n" + b"b" * ((1 << 20) + 1) + b"\nc\n")
 
 
+def test_a_paste_indented_as_a_whole_is_read_as_if_it_were_not():
+    # a Markdown list item shifts every line of the paste (THUDM/slime#1217); a traceback keeps its frames' depth
+    from triage.run.fragment import dedent
+
+    shifted = (b"   (SGLangEngine pid=32887) [2025-12-25 10:14:03 TP7] Scheduler hit an exception: Traceback (most "
+               b"recent call last):\n\n"
+               b"   (SGLangEngine pid=32887)   File \"/sgl/scheduler.py\", line 2683, in run_scheduler_process\n"
+               b"   (SGLangEngine pid=32887) ValueError: boom\n")
+    assert dedent(shifted).splitlines()[0].startswith(b"(SGLangEngine pid=32887) [2025")
+    assert dedent(shifted).count(b"\n") == shifted.count(b"\n")  # line numbers stay
+    assert dedent(b"Traceback (most recent call last):\n  File \"x.py\", line 1\n") == \
+        b"Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+    run = open_bytes_run(shifted)
+    tb = run.log.tracebacks[0]
+    assert tb.exception == "ValueError: boom" and tb.source == "SGLangEngine pid=32887"
+
+
 def test_candidates_no_finding_points_at_are_not_called_supported(monkeypatch, capsys):
     # a lone OSError line (NVIDIA/Megatron-LM#185) is located, and a paste with nothing to decide from
     # lists what the blocked checks could decide without ranking them as supported
@@ -141,7 +158,9 @@ def test_candidates_no_finding_points_at_are_not_called_supported(monkeypatch, c
     assert report["root_cause"]["id"] == "inconclusive"
     assert report["candidates"] and all(c["score"] == 0 and not c["supports"] for c in report["candidates"])
     assert "Nothing observed points at one cause" in report["root_cause"]["explanation"]
+    assert f"{len(report['candidates'])} causes stay open" in report["root_cause"]["explanation"]
     assert "most supported first" not in report["root_cause"]["explanation"]
+    assert "memory." not in report["root_cause"]["explanation"]  # no id is named as if suspected
 
 
 def test_the_same_paste_gets_the_same_candidates_in_every_process(tmp_path):
@@ -173,6 +192,19 @@ def test_an_inconclusive_verl_run_is_not_told_slimes_flags(tmp_path):
     assert report.root_cause.id == "inconclusive"
     assert "--dump-details" not in report.root_cause.remedy and report.root_cause.flags == []
     assert "trainer.rollout_data_dir" in report.root_cause.remedy
+
+
+def test_a_verl_run_is_not_told_to_keep_slimes_first_rollout_lines(tmp_path):
+    # verl-project/verl#2088: a verl `step:1` record; the step-1 invariants read slime's and the HF Trainer's records
+    from triage.api import triage
+
+    (tmp_path / "job.log").write_text(
+        "(main_task pid=82052) step:1 - actor/kl_loss:0.001 - actor/kl_coef:0.001 - actor/pg_loss:0.02 - "
+        "actor/ppo_kl:-0.000 - actor/grad_norm:0.017 - critic/score/mean:0.1\n", encoding="utf-8")
+    report = triage(str(tmp_path))
+    step1 = [n for n in report.not_checked if n.probe == "step1_invariants"]
+    assert step1 and "a verl run logs neither" in step1[0].reason
+    assert "slime prints" not in (step1[0].command or "") and "`rollout 0:`" not in (step1[0].command or "")
 
 
 def test_a_pasted_metric_table_alone_is_triaged_not_refused(monkeypatch, capsys):

@@ -285,7 +285,9 @@ def test_truncated_last_line_is_still_parsed(tmp_path):
 def test_last_line_cut_mid_dict_is_counted_not_raised(tmp_path):
     text = "step 0: {'train/loss': 0.5}\nstep 1: {'train/loss': 0.4, 'train/gr"
     ix = scan_logs([write(tmp_path, text)])
-    assert ix.truncated_tail and ix.unparsed_metric_lines == 1 and ix.metrics.count("step") == 1
+    # the record the file ends inside keeps its whole items
+    assert ix.truncated_tail and ix.unparsed_metric_lines == 0 and ix.metrics.count("step") == 2
+    assert list(ix.metrics.series("step", "train/loss")[1]) == [0.5, 0.4]
 
 
 def test_ten_megabyte_line_is_skipped_quickly(tmp_path):
@@ -444,8 +446,12 @@ def test_a_dict_that_never_closes_is_one_unparsed_line_and_what_follows_is_read(
     log = tmp_path / "job.log"
     log.write_text("\n".join([WRAPPED[0]] + after) + "\n", encoding="utf-8")
     ix = scan_logs([log])
+    if not after:  # the file ends inside it: its whole items are the record
+        assert ix.unparsed_metric_lines == 0 and ix.metrics.count("hf_log") == 1
+        assert ix.metrics.series("hf_log", "learning_rate")[1][0] == pytest.approx(1e-06)
+        return
     assert ix.unparsed_metric_lines == 1
-    if after and after[0] == "":
+    if after[0] == "":
         assert ix.metrics.count("hf_log") == 1
     if after and after[0].startswith("Traceback"):
         assert [tb.exception for tb in ix.tracebacks] == ["RuntimeError: boom"]
@@ -527,6 +533,7 @@ def test_every_error_word_is_reached_by_a_marker():
     "  Exit Code:    137",
     "!!!!!!! Segfault encountered !!!!!!!",
     "torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1) local_rank: 0 (pid: 2916310)",
+    "[2026-04-15 07:45:17] Received sigquit from a child process. It usually means the child failed.",
 ])
 def test_error_lines_without_an_error_word_are_error_lines(tmp_path, line):
     log = tmp_path / "job.log"
@@ -542,6 +549,10 @@ def test_error_lines_without_an_error_word_are_error_lines(tmp_path, line):
      "RuntimeError: The size of tensor a (6236) must match the size of tensor b (8192)"),
     ("`[rank0]: ValueError: boom` ", "[rank0]: ValueError: boom"),
     ("```python", "```python"),  # a fence is no inline code
+    # THUDM/slime#1217: a Ray-prefixed line indented under a Markdown list item
+    ("   (SGLangEngine pid=32887)   File \"/sgl-workspace/scheduler.py\", line 2683, in run",
+     "(SGLangEngine pid=32887)   File \"/sgl-workspace/scheduler.py\", line 2683, in run"),
+    ("    (a parenthesis in prose) is no prefix", "    (a parenthesis in prose) is no prefix"),
 ])
 def test_inline_codes_backticks_are_a_carrier(raw, text):
     assert slime_log.strip_carrier(raw) == text

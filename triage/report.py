@@ -204,9 +204,11 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         if candidates and any(c.score > 0 or c.supports for c in candidates):
             explanation += " Candidates, most supported first: " + ", ".join(c.id for c in candidates) + "."
         elif candidates:
-            # nothing the walk saw points at one of them: they are only what the blocked checks could still decide
-            explanation += (" Nothing observed points at one cause; the checks that could not run would decide "
-                            "among: " + ", ".join(c.id for c in candidates) + ".")
+            # nothing the walk saw points at one of them: they are only what the blocked checks could still
+            # decide, in the graph's order, so naming the first few would read as suspicion (a cut traceback
+            # listed memory ids first: verl-project/verl#834); the JSON keeps them all
+            explanation += (f" Nothing observed points at one cause; {len(candidates)} causes stay open to the "
+                            "checks that could not run.")
     coverage = build_coverage(run, walk.findings)
     remedy, flags = verdict.remedy, list(verdict.flags)
     if walk.verdict == INCONCLUSIVE:

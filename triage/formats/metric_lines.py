@@ -194,7 +194,12 @@ def _megatron(msg: str) -> MetricRecord | None:
     m = _MEGATRON.search(msg)
     if m is None:
         return None
-    values = _key_values(m.group("rest").split("|"), ": ")
+    items = m.group("rest").split("|")
+    values = _key_values(items, ": ")
+    # Megatron-LM's first releases wrote `learning rate 1.010E-06 | lm loss 1.020020E+01 |` without the
+    # colon (NVIDIA/Megatron-LM#5, 2019)
+    values.update({k: v for k, v in _key_values([i.strip() for i in items if ": " not in i], " ").items()
+                   if k not in values})
     if not values:
         raise Unparsed("a Megatron iteration line with no `key: value`")
     grammar = "megatron_swift" if _SWIFT_GRPO_KEYS & values.keys() else "megatron_log"

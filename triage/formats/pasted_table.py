@@ -37,9 +37,19 @@ _ELISION = re.compile(r"^\s*\|?\s*(?:\.\.\.|…)(?:\s*\|?\s*(?:\.\.\.|…))*\s*\
 _MD_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 
 
+# The progress table the Trainer draws in a notebook (transformers utils/notebook.py,
+# NotebookProgressCallback) names the loss columns in words, writes "No log" where a step logged
+# no value, and a copy of its HTML spaces the slashes of a metric's name (`rewards / fmt / mean`,
+# huggingface/open-r1#704, unslothai/unsloth#2291).
+_NOTEBOOK_NAMES = {"training loss": "loss", "validation loss": "eval_loss"}
+NO_LOG = "no log"
+_SPACED_SLASH = re.compile(r"\s+/\s+")
+
+
 def _cells(line: str) -> list[str]:
     if "|" in line:
-        return [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = [_SPACED_SLASH.sub("/", c.strip()) for c in line.strip().strip("|").split("|")]
+        return [_NOTEBOOK_NAMES.get(c.lower(), c) for c in cells]
     return line.split()
 
 
@@ -49,6 +59,17 @@ def _number(cell: str) -> float | None:
     except ValueError:
         return None
     return value
+
+
+def _row(cells: list[str], step_at: int) -> list[float | None] | None:
+    """One number per cell (None for the notebook's "No log"), or None when a cell is no number."""
+    values = []
+    for i, cell in enumerate(cells):
+        v = _number(cell)
+        if v is None and (i == step_at or cell.lower() != NO_LOG):
+            return None
+        values.append(v)
+    return values
 
 
 def _header(cells: list[str]) -> int | None:
@@ -70,11 +91,12 @@ def tables(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, float]]]:
         if header is not None:
             if _MD_RULE.match(line) or _ELISION.match(line):
                 continue
-            values = [_number(c) for c in cells] if len(cells) == len(header) else None
-            if values is not None and all(v is not None for v in values):
+            values = _row(cells, step_at) if len(cells) == len(header) else None
+            if values is not None:
                 step = values[step_at]
                 if step is not None and math.isfinite(step) and step.is_integer():
-                    yield int(step), {n: v for i, (n, v) in enumerate(zip(header, values)) if i != step_at}  # type: ignore[misc]
+                    yield int(step), {n: v for i, (n, v) in enumerate(zip(header, values))
+                                      if i != step_at and v is not None}
                     continue
             header = None
         at = _header(cells)

@@ -110,6 +110,10 @@ ERROR_WORDS: tuple[str, ...] = (
     # the fatal-signal banner of PyTorch's and vLLM's native handlers, before the native stack
     # (modelscope/ms-swift#8306: a segfault while a checkpoint was written)
     "Segfault encountered",
+    # SGLang's launcher ending the engine when a child (scheduler, detokenizer) died: its SIGQUIT handler's
+    # `Received sigquit from a child process. It usually means the child failed.` (entrypoints/engine.py,
+    # sgl-project/sglang#3685), logged without a level word
+    "sigquit from a child",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -141,6 +145,7 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"% full", b" length", b"Connect to", b"ould not load", b"using NumPy",  # ` length`: context / allowed
         b"low on resource", b"ephemeral ", b"GCS at", b"NET/IB", b"[Errno ", b"Assertion `",
         b"No solution found", b"terminate called", b"what():", b"Check failed", b"parameter online",
+        b"sigquit",
     )),
     (b"Traceback", _ERROR_MARK | _TRACE_MARK),
     *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
@@ -550,8 +555,13 @@ def strip_carrier(text: str) -> str:
     `docker logs --timestamps` before each line it prints (`2024-12-23T10:09:14.717696906Z `),
     Docker Compose's service prefix (`outlines-server-1  | `), a launcher's task label (`srun
     --label`'s `0: `, `mpirun --tag-output`'s `[1,0]<stdout>:`), and a Markdown quote (`> `) or inline
-    code's backticks a pasted comment keeps."""
+    code's backticks a pasted comment keeps, and the indentation of a Markdown list item before Ray's
+    prefix (THUDM/slime#1217: `   (SGLangEngine pid=32887) [ts TP7 EP7] …` under a numbered item)."""
     first = text[:1]
+    if first == " ":
+        body = text.lstrip(" ")
+        if body[:1] == "(" and len(text) - len(body) <= 8 and _RAY_PREFIX.match(body):
+            text, first = body, "("
     if first == ">":
         text = text[2:] if text[1:2] == " " else text[1:]
         first = text[:1]
@@ -819,7 +829,35 @@ class _FileScan:
         """What only the end of the file settles: the last timestamp, open tracebacks and blocks."""
         self._sample_tail()
         self._close_all_tracebacks()
+        if self.walk == "dict" and self.walk_head is not None and self._salvage_cut_dict():
+            return
         self._end_walk()
+
+    def _salvage_cut_dict(self) -> bool:
+        """A metric dict the file ends inside (a paste cut mid-record: modelscope/ms-swift#4800's
+        `{"loss": 0.0054, …, "kl": 0.5355, … "epo`): its whole `key: value` items are read, up to the last
+        separator before the cut, as the record. True when that parsed."""
+        head = self.walk_head
+        assert head is not None
+        joined = "".join(self.command_parts).rstrip()
+        self.walk, self.walk_head, self.command_parts = None, None, []
+        for _ in range(3):  # the item before the cut may itself be cut (a string value): step back
+            cut = max(joined.rfind(", '"), joined.rfind(', "'))
+            if cut <= joined.find("{"):
+                break
+            joined = joined[:cut]
+            self.rejoining = True
+            unparsed = self.out.unparsed_metric_lines
+            try:
+                self._line(joined + "}", head[0], head[1])
+            finally:
+                self.rejoining = False
+            if self.out.unparsed_metric_lines == unparsed:
+                return True
+            self.out.unparsed_metric_lines = unparsed  # (a failed try is not a line of its own)
+            del self.out.unparsed_samples[MAX_UNPARSED_SAMPLES:]
+        self._unparsed(head[2])
+        return True
 
     def account(self) -> None:
         self.out.lines += self.lines

@@ -12,8 +12,11 @@ FRAMEWORK = Framework(
     title="ms-swift",
     run_names=("ms_swift", "swift"),
     log_markers=("swift/", "swift.", "global_step/max_steps", "train_speed(iter/s)", "memory(GiB)", "swift rlhf",
-                 # its other commands (swift/cli: sft, pt, infer, export, deploy; modelscope/ms-swift#5019)
-                 "swift sft", "swift pt ", "swift infer", "swift export", "swift deploy",
+                 # its other commands (swift/cli: sft, pt, infer, export, deploy; modelscope/ms-swift#5019), its
+                 # external rollout server (`swift rollout`, modelscope/ms-swift#7200) and its Megatron entry point
+                 # (swift/cli/_megatron: `megatron rlhf --rlhf_type grpo`, modelscope/ms-swift#8017)
+                 "swift sft", "swift pt ", "swift infer", "swift export", "swift deploy", "swift rollout",
+                 "megatron rlhf", "megatron sft",
                  "logging.jsonl"),
     metric_grammars=("swift_json", "hf_dict"),
     arg_sources=("command_line", "launch_script"),

@@ -98,9 +98,34 @@ def _safe_name(name: str) -> str:
     return base[:100]
 
 
+MAX_COMMON_INDENT = 8  # a paste shifted as a whole (a Markdown list item) is indented by a few spaces
+
+
+def dedent(data: bytes) -> bytes:
+    """The fragment without the indentation all its lines share.
+
+    A paste nested in a Markdown list is shifted as a whole (THUDM/slime#1217: three spaces before
+    every line), which hides the prefixes the log formats start with (`(SGLangEngine pid=…)`,
+    `Traceback`). Only the spaces common to every non-blank line are removed, so a traceback's
+    frames keep their indentation relative to its header, and line numbers do not change.
+    """
+    lines = data.split(b"\n")
+    indent = MAX_COMMON_INDENT + 1
+    for line in lines:
+        body = line.rstrip(b"\r")
+        if body.strip():
+            indent = min(indent, len(body) - len(body.lstrip(b" ")))
+            if indent == 0:
+                return data
+    if indent > MAX_COMMON_INDENT:
+        return data
+    return b"\n".join(line[indent:] if line[:indent].strip(b" ") == b"" else line.lstrip(b" ") for line in lines)
+
+
 def open_bytes_run(data: bytes, name: str = "fragment.log", what: str = "the fragment") -> Run:
     """A run made of one pasted fragment (bytes); BadInput (one line) when it cannot be a log."""
     _check_fragment(data, what)
+    data = dedent(data)
     tmp = Path(tempfile.mkdtemp(prefix="triage-fragment-"))
     path = tmp / _safe_name(name)
     with open(path, "wb") as fh:
