@@ -60,8 +60,9 @@ CASCADE_TEXT = re.compile(
 )
 
 # Of those, Ray's and the launcher's reports that a worker process died (`_fatal_line_only`'s consequence lines)
-DEATH_TYPES = re.compile(r"^(?:ActorDiedError|RayActorError|ActorUnavailableError|WorkerCrashedError|OwnerDiedError|"
-                         r"ChildFailedError)$")
+_DEATH = r"(?:ActorDiedError|RayActorError|ActorUnavailableError|WorkerCrashedError|OwnerDiedError|ChildFailedError)"
+# (also wrapped by the task that called the dead actor: `RayTaskError(ActorDiedError)`, PeterGriffinJin/Search-R1#45)
+DEATH_TYPES = re.compile(rf"^(?:{_DEATH}|RayTaskError\({_DEATH}\))$")
 DIED_CLASS = re.compile(r"\bclass_name: (\w+)")
 REWARD = re.compile(r"reward|rm_hub|compute_score|verif(?:y|ier)|grader|math_equal|judge", re.I)
 DATA = re.compile(r"dataset|dataloader|data_loader|[/\\]data(?:_utils)?[/\\]|[/\\]data\.py$|__getitem__|collate", re.I)

@@ -125,6 +125,9 @@ FATAL_LINE = re.compile(
     # SGLang's launcher taking the engine down after a child process died (its SIGQUIT handler,
     # python/sglang/srt/entrypoints/engine.py; sgl-project/sglang#3685: `proces` in older releases)
     r"|Received sigquit from a child proces"
+    # SGLang's scheduler watchdog: no forward step finished within --watchdog-timeout, so it dumps its
+    # stacks and takes the server down (managers/scheduler.py; sgl-project/sglang#3752): the hang comes first
+    r"|\bWatchdog timeout \(self\.watchdog_timeout="
     r"|terminate called after throwing"
     # the message of that uncaught C++ exception (libstdc++'s verbose terminate handler prints
     # `  what():  <message>` right under it: gloo's `[enforce fail at …pair.cc:446] …`, sgl-project/sglang#6763)

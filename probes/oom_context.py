@@ -59,20 +59,26 @@ KV_NO_ROOM = {
         "memory fraction: raise it where the GPU has room (SGLang's --mem-fraction-static: slime's "
         "--sglang-mem-fraction-static, verl's actor_rollout_ref.rollout.gpu_memory_utilization; in a colocated "
         "run the trainer's share bounds it), or spread the model over more GPUs per engine (tensor parallel: "
-        "slime's --rollout-num-gpus-per-engine)."),
+        "slime's --rollout-num-gpus-per-engine).",
+        ["--sglang-mem-fraction-static"]),
+    # (a vLLM engine has none of slime's flags)
     re.compile(r"No available memory for the cache blocks"): (
         "vLLM found no GPU memory left for its KV cache blocks after loading the weights: raise its "
         "gpu_memory_utilization where the GPU has room (in a colocated run the trainer's share bounds it), or "
-        "spread the model over more GPUs (tensor_parallel_size)."),
+        "spread the model over more GPUs (tensor_parallel_size).",
+        []),
 }
 # The log-prob pass as each framework names it: slime (`compute_log_prob`,
 # `calculate_log_probs_and_entropy` / `compute_log_probs` in slime/utils/ppo_utils.py), verl
 # (`compute_log_prob`, `logprobs_from_logits` in verl/utils/torch_functional.py,
 # `entropy_from_logits`), OpenRLHF (`log_probs_from_logits` in openrlhf/models/utils.py), TRL
 # (`_get_per_token_logps*`, `selective_log_softmax` in trl/trainer/utils.py); slime's vocabulary-parallel
-# softmax under them (`vocab_parallel_softmax` in slime/utils/ppo_utils.py: skypilot-org/skypilot#10269).
+# softmax under them (`vocab_parallel_softmax` in slime/utils/ppo_utils.py: skypilot-org/skypilot#10269);
+# NeMo-RL's policy workers (`get_logprobs`, `get_reference_policy_logprobs` in
+# nemo_rl/models/policy/dtensor_policy_worker*.py: NVIDIA-NeMo/RL#3793).
 LOGPROB_FRAME = re.compile(
-    r"in (compute_log_probs?|compute_ref_log_prob|_get_per_token_logps\w*|get_per_token_logps\w*|"
+    r"in (compute_log_probs?|compute_ref_log_prob|_get_per_token_logps\w*|get_per_token_logps\w*|get_logprobs|"
+    r"get_reference_policy_logprobs|"
     r"compute_logprobs?|ref_log_probs?|_compute_log_probs?|forward_only|calculate_log_probs\w*|vocab_parallel_softmax|"
     r"logprobs_from_logits\w*|log_probs_from_logits\w*|entropy_from_logits\w*|selective_log_softmax)\b"
     r"|^\s*(?:\[rank\d+\]:\s*)?[\w, ]+=\s*(?:\w+\.)*(?:compute_log_probs?|calculate_log_probs\w*|"
@@ -456,7 +462,7 @@ class OomContext(Probe):
                 f"The inference engine found no memory for its KV cache once its weights were loaded at {where}, "
                 f"{after}: its memory fraction is too small for the model, not too large.",
                 0.85,
-                **evidence, remedy=startup,
+                **evidence, remedy=startup[0], flags=startup[1],
             )
         if in_engine or by_frames == "engine_side":
             return self.observe(
@@ -486,10 +492,12 @@ class OomContext(Probe):
                 **evidence,
             )
         confident = phase == "training_step"
-        return self.observe(
-            "training_step",
-            f"CUDA OOM in the training step at {where}, {after}"
-            + ("." if confident else " (no timer or frame names a narrower phase)."),
-            0.8 if confident else 0.5,
-            **evidence,
-        )
+        if not confident and last_step is None:
+            # nothing says training had started: set-up (model load, conversion, worker init) is as likely
+            # (NVIDIA-NeMo/RL#2702: an OOM in the workers' set-up was "in the training step")
+            summary = (f"CUDA OOM on the training side at {where}, {after}; no timer or frame names its phase "
+                       "(set-up or a training step).")
+        else:
+            summary = (f"CUDA OOM in the training step at {where}, {after}"
+                       + ("." if confident else " (no timer or frame names a narrower phase)."))
+        return self.observe("training_step", summary, 0.8 if confident else 0.5, **evidence)

@@ -590,6 +590,23 @@ def test_a_traceback_that_only_reports_a_dead_actor_locates_nothing_but_names_th
     assert "only the report of a process that died" in obs.summary
 
 
+def test_a_dead_actor_wrapped_by_the_task_that_called_it_locates_nothing_either(tmp_path):
+    # PeterGriffinJin/Search-R1#45: the driver task's RayTaskError(ActorDiedError), with Ray's list of possible
+    # reasons (an OOM killer among them) as its message
+    log = ("Traceback (most recent call last):\n"
+           '  File "/verl/trainer/main_ppo.py", line 103, in main\n'
+           "    ray.get(main_task.remote(config))\n"
+           "ray.exceptions.RayTaskError(ActorDiedError): ray::main_task() (pid=109108, ip=10.226.129.21)\n"
+           "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+           "        class_name: create_colocated_worker_cls.<locals>.WorkerDict\n"
+           "The actor is dead because its worker process has died. Worker exit type: UNEXPECTED_SYSTEM_EXIT Worker "
+           "exit detail: Worker unexpectedly exits with a connection error code 2. (1) The process is killed by "
+           "SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.\n")
+    _, obs = locate(tmp_path, log)
+    assert obs.outcome == "not_located", obs.summary
+    assert "only the report of a process that died" in obs.summary
+
+
 def test_a_traceback_behind_a_timestamp_on_every_line_is_read_whole(tmp_path):
     # verl-project/verl#5558: the job's logger wrote `[YYYY-MM-DD HH:MM:SS] ` before each traceback line
     ts = "[2026-03-11 17:47:54] "

@@ -459,6 +459,8 @@ FIELD_CASES = [
     ("version_mismatch", "$VENV/bin/python: error while loading shared libraries: libcudart.so.13: cannot open shared object "
      "file: No such file or directory\n"),  # sgl-project/sglang#36533
     ("version_mismatch", "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"),  # vllm#1369
+    # vLLM's cumem allocator as a user's copy spells it (TideDra/lmm-r1#42)
+    ("cuda_oom", "RuntimeError: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n"),
     # torch quoting the NCCL proxy's failed connect under `Last error:`, without NCCL's WARN prefix (verl-project/verl#108)
     ("network_failure", "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
      "error.\nLast error:\n[Service thread] Error encountered progressing operation=Connect, res=3, closing connection\n"),
@@ -1072,6 +1074,8 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     "[2026-04-15 07:45:17] Received sigquit from a child process. It usually means the child failed.\n",
     # an exception without a message, below a traceback whose head the paste cut off (modelscope/ms-swift#4418)
     "[rank1]: AssertionError\n",
+    # SGLang's scheduler watchdog, the hang that comes before the engine's sigquit (sgl-project/sglang#3752)
+    "[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)

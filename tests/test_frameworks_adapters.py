@@ -174,7 +174,10 @@ def test_a_record_cut_at_the_end_of_a_paste_keeps_its_whole_items(tmp_path, cut,
         assert index.metrics.series(kind, key)[1][-1] == pytest.approx(value)
     # cut inside the first item: nothing whole to keep, the line stays unparsed
     index = scan_logs([_log(tmp_path, whole + "{'loss': 0.1")])
-    assert index.unparsed_metric_lines == 1
+    assert index.unparsed_metric_lines == 1 and len(index.unparsed_samples) == 1
+    # every try failing: still one unparsed line with one sample, not one per try
+    index = scan_logs([_log(tmp_path, whole + "{'loss': [1, 'a': 2, 'b': 3, 'c': 4, 'd")])
+    assert index.unparsed_metric_lines == 1 and len(index.unparsed_samples) == 1
 
 
 def test_ms_swifts_first_kl_is_read_by_the_step1_invariants(tmp_path):
@@ -188,6 +191,16 @@ def test_ms_swifts_first_kl_is_read_by_the_step1_invariants(tmp_path):
     assert obs.outcome == "hold", obs.summary
     _log(tmp_path, rec.format(kl=0.3, n=1))
     assert Step1Invariants().examine(open_file_run(str(tmp_path / "job.log"))).outcome == "kl_nonzero"
+
+
+def test_a_training_record_with_null_eval_keys_is_a_training_record(tmp_path):
+    # hiyouga/LlamaFactory#845: LLaMA-Factory writes `"eval_loss": null` into every training record
+    text = "".join(f'{{"loss": {0.05 - i / 100}, "eval_loss": null, "predict_loss": null, "reward": {i / 10}, '
+                   f'"learning_rate": 7.3e-06, "epoch": {i / 10}}}\n' for i in range(3))
+    text += '{"eval_loss": 0.9, "epoch": 0.3}\n'
+    index = scan_logs([_log(tmp_path, text)])
+    assert index.metrics.count("hf_log") == 3 and index.metrics.count("hf_log_eval") == 1
+    assert list(index.metrics.series("hf_log", "reward")[1]) == pytest.approx([0.0, 0.1, 0.2])
 
 
 def test_a_printed_config_dict_is_not_a_metric_record(tmp_path):
@@ -371,6 +384,23 @@ def test_megatrons_first_lines_without_colons_are_read(tmp_path):
     assert index.metrics.series("megatron", "elapsed time per iteration (ms)")[1][0] == 334.9
 
 
+@pytest.mark.parametrize("line, text, level, ts", [
+    # transformers' examples' logging format (huggingface/open-r1#543)
+    ("[INFO|trainer.py:746] 2025-03-26 05:53:13,046 >> Using auto half precision backend",
+     "Using auto half precision backend", "INFO", "2025-03-26 05:53:13.046"),
+    # Python logging's `%(asctime)s - %(levelname)s - %(name)s - %(message)s` (TRL's and open-r1's scripts)
+    ("2025-03-26 05:53:15 - WARNING - trl.extras.vllm_client - Server is not up yet.",
+     "Server is not up yet.", "WARNING", "2025-03-26 05:53:15"),
+    # LLaMA-Factory's (src/llamafactory/extras/logging.py)
+    ("[INFO|2025-03-26 05:53:13] llamafactory.cli:12 >> Initializing", "Initializing", "INFO", "2025-03-26 05:53:13"),
+])
+def test_python_logging_formats_of_the_hf_stack_give_their_time_and_level(line, text, level, ts):
+    from triage.formats.slime_log import split_line
+
+    parsed = split_line(line)
+    assert (parsed.text, parsed.level, parsed.timestamp) == (text, level, ts)
+
+
 def test_trls_vllm_server_access_lines_are_a_trl_run(tmp_path):
     # huggingface/trl#3214 pasted only `trl vllm-serve`'s uvicorn access lines: triaged, not refused
     from triage.api import triage
@@ -403,6 +433,8 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
     ('File "/opt/tiger/myverl/verl/utils/reward_score/__init__.py", line 106, in default_compute_score', "verl"),
     ("CUDA_VISIBLE_DEVICES=0 swift export \\", "ms_swift"),
     ("CUDA_VISIBLE_DEVICES=0,1 swift rollout \\", "ms_swift"),  # modelscope/ms-swift#7200
+    # TRL's client waiting for its vLLM server, under Python logging's default-like format (huggingface/open-r1#543)
+    ("2025-03-26 05:53:13 - INFO - trl.extras.vllm_client - Server is not up yet. Retrying in 2.0 seconds...", "trl"),
     ("NPROC_PER_NODE=8 megatron rlhf --rlhf_type grpo \\", "ms_swift"),  # modelscope/ms-swift#8017
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):

@@ -78,6 +78,24 @@ def test_an_engine_without_room_for_its_kv_cache_is_told_its_own_remedy(tmp_path
     report = json.loads(capsys.readouterr().out)
     assert report["root_cause"]["id"] == "engine.oom_illegal_memory"
     assert report["root_cause"]["remedy"].startswith("SGLang found no GPU memory left for its KV cache")
+    assert report["root_cause"]["flags"] == ["--sglang-mem-fraction-static"]
+
+
+def test_a_vllm_engine_without_room_for_its_kv_cache_is_not_named_sglang(tmp_path, capsys):
+    # verl-project/verl#2245: vLLM v1's check_enough_kv_cache_memory; no slime flag applies to it
+    log = ('  File "/usr/local/lib/python3.10/dist-packages/vllm/v1/core/kv_cache_utils.py", line 480, in '
+           "check_enough_kv_cache_memory\n"
+           "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+           "initializing the engine.\n")
+    import json
+
+    from triage.cli import main
+
+    make_run(tmp_path, log)
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "engine.oom_illegal_memory" and "SGLang" not in rc["title"]
+    assert rc["flags"] == [] and rc["remedy"].startswith("vLLM found no GPU memory left for its KV cache blocks")
 
 
 def test_an_oom_in_the_memory_savers_resume_is_the_colocated_switch(tmp_path):
@@ -238,11 +256,21 @@ def test_verls_offload_memory_lines_count_too(tmp_path):
     ("/opt/OpenRLHF/openrlhf/models/utils.py", "log_probs_from_logits"),  # OpenRLHF
     ("/root/slime/slime/utils/ppo_utils.py", "calculate_log_probs_and_entropy"),  # slime
     ("/usr/lib/python3/site-packages/trl/trainer/utils.py", "selective_log_softmax"),  # TRL
+    ("/opt/nemo-rl/nemo_rl/models/policy/dtensor_policy_worker_v2.py", "get_logprobs"),  # NeMo-RL (RL#3793)
 ])
 def test_each_frameworks_log_prob_function_places_the_oom(tmp_path, path, fn):
     log = traceback("", [("/app/train.py", 10, "main"), (path, 120, fn)]).replace("\n ", "\n").lstrip()
     obs = OomContext().examine(make_run(tmp_path, log))
     assert obs.outcome == "logprob_pass"
+
+
+def test_an_oom_before_any_step_that_nothing_places_is_not_said_to_be_in_a_training_step(tmp_path):
+    # NVIDIA-NeMo/RL#2702: an OOM in the workers' set-up, with no timer, step record or phase frame
+    log = traceback("(MegatronPolicyWorker pid=35477)", [("/opt/nemo-rl/nemo_rl/algorithms/grpo.py", 724, "setup")])
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "training_step"
+    assert "before any train step finished" in obs.summary and "(set-up or a training step)" in obs.summary
+    assert "in the training step" not in obs.summary
 
 
 def test_frames_pasted_below_the_error_line_place_the_oom(tmp_path):

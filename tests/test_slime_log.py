@@ -556,3 +556,13 @@ def test_error_lines_without_an_error_word_are_error_lines(tmp_path, line):
 ])
 def test_inline_codes_backticks_are_a_carrier(raw, text):
     assert slime_log.strip_carrier(raw) == text
+
+
+@pytest.mark.parametrize("raw", [
+    # verl-project/verl#2106: Ray's colour codes around the task name, their ESC lost or turned into U+FFFD
+    "ray.exceptions.RayTaskError(RuntimeError): \ufffd[36mray::TaskRunner.run()\ufffd[39m (pid=279569, ip=172.27.150.51)",
+    "ray.exceptions.RayTaskError(RuntimeError): [36mray::TaskRunner.run()[39m (pid=279569, ip=172.27.150.51)",
+])
+def test_ray_colour_codes_that_lost_their_escape_are_dropped_mid_line(raw):
+    assert slime_log.split_line(raw).text == ("ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() "
+                                              "(pid=279569, ip=172.27.150.51)")

@@ -215,8 +215,11 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         remedy, flags = _inconclusive_remedy(run, remedy, flags)
     elif walk.findings and isinstance(walk.findings[-1].evidence.get("remedy"), str):
         # the finding that decided quotes a remedy the log itself gives (an engine's own advice), which
-        # the catalog's general one would contradict
-        remedy = walk.findings[-1].evidence["remedy"]
+        # the catalog's general one would contradict; its flags with it (the catalog's name another engine's
+        # flag, or the opposite direction: verl-project/verl#2245, vLLM's KV cache with no room)
+        evidence = walk.findings[-1].evidence
+        remedy = evidence["remedy"]
+        flags = [f for f in evidence.get("flags") or [] if isinstance(f, str)]
     report = Report(
         created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         duration_s=round(duration_s, 4),

@@ -116,7 +116,8 @@ def _verl(msg: str) -> MetricRecord | None:
 
 
 def _hf_kind(values: dict[str, object]) -> str:
-    if any(k.startswith("eval_") for k in values):
+    # (LLaMA-Factory writes `"eval_loss": null` into every training record: hiyouga/LlamaFactory#845)
+    if any(k.startswith("eval_") and v is not None for k, v in values.items()):
         return "hf_log_eval"
     if "train_runtime" in values or "train_loss" in values:
         return "hf_log_summary"

@@ -175,7 +175,9 @@ _START = itemgetter(1)
 # Line formats. The pieces: a Ray actor prefix `(MegatronTrainRayActor pid=1234) `, a
 # timestamp, and slime's `[ts] file.py:12 - ` head (miles: `[ts.mmm process] file.py:12 - `).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_BARE_ANSI = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")  # an SGR code whose ESC byte was lost: `[36m`
+# an SGR code whose ESC byte was lost (`[36m`), or replaced by U+FFFD on the way (verl-project/verl#2106:
+# `RayTaskError(RuntimeError): \ufffd[36mray::TaskRunner.run()\ufffd[39m`)
+_BARE_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3})*m")
 _SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
 _TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
 _SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
@@ -210,6 +212,15 @@ _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 _RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| [^\s|]+:\d+(?:\[[^\]]*\])? ?")
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
+_LEVEL = r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+# Python logging's `%(asctime)s - %(levelname)s - %(name)s - %(message)s` (TRL's and open-r1's scripts,
+# huggingface/open-r1#543: `2025-03-26 05:53:13 - INFO - trl.extras.vllm_client - Server is not up yet`)
+_PYLOG_FMT = re.compile(_TS + r" - " + _LEVEL + r" - [\w.\-]+ - ")
+# transformers' examples' `[%(levelname)s|%(filename)s:%(lineno)s] %(asctime)s >> %(message)s`
+# (`[INFO|trainer.py:746] 2025-03-26 05:53:13,046 >> Using auto half precision backend`) and
+# LLaMA-Factory's `[%(levelname)s|%(asctime)s] %(name)s:%(lineno)s >> %(message)s`
+_HF_EXAMPLES_FMT = re.compile(r"\[" + _LEVEL + r"\|[^\]\s]+\] " + _TS + r" >> ")
+_LLAMAFACTORY_FMT = re.compile(r"\[" + _LEVEL + r"\|" + _TS + r"\] [^\s>]+ >> ")
 # vLLM's logger: `ERROR 10-28 16:21:14 [core.py:710] ...` (vllm/logger.py: "%(levelname)s
 # %(asctime)s [%(filename)s:%(lineno)d] %(message)s", date "%m-%d %H:%M:%S"; no year); before
 # vLLM 0.6 without the opening bracket: `ERROR 06-03 23:13:39 worker_base.py:148] ...`
@@ -614,8 +625,8 @@ def split_line(raw: str) -> _Line:
         raw = _ANSI.sub("", raw)
     text = raw.rstrip("\r\n")
     text = strip_carrier(text)
-    if "m" in text[:12] and _BARE_ANSI.search(text):
-        text = _BARE_ANSI.sub("", text)
+    if ("m" in text[:12] or "\ufffd[" in text or "mray::" in text) and _BARE_ANSI.search(text):
+        text = _BARE_ANSI.sub("", text)  # (at the start: Ray's coloured prefix; further on: Ray's task name)
     if text.endswith("cluster]"):
         text = _RAY_REPEATED.sub("", text)
     m = _FAST_SLIME.match(text)
@@ -641,6 +652,10 @@ def split_line(raw: str) -> _Line:
         m = _GLOG.match(text)
         if m:  # torch / NCCL C++ logging; its timestamps carry no year
             return _Line(text[m.end():], source, None, _GLOG_LEVELS[m.group("sev") or m.group("sev2")], None)
+    if first == "[" and text[1:2] in "DIWEC" and ">> " in text[:64]:
+        m = _HF_EXAMPLES_FMT.match(text) or _LLAMAFACTORY_FMT.match(text)
+        if m:
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), None)
     if first == "[":
         m = _SLIME_FMT.match(text)
         if m:
@@ -663,6 +678,9 @@ def split_line(raw: str) -> _Line:
         m = _RAY_FMT.match(text)
         if m:
             return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), "ray")
+        m = _PYLOG_FMT.match(text)
+        if m:
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), None)
     elif first in "DIWEC":
         m = _PY_FMT.match(text) or _VLLM_FMT.match(text)
         if m:
@@ -836,7 +854,8 @@ class _FileScan:
     def _salvage_cut_dict(self) -> bool:
         """A metric dict the file ends inside (a paste cut mid-record: modelscope/ms-swift#4800's
         `{"loss": 0.0054, …, "kl": 0.5355, … "epo`): its whole `key: value` items are read, up to the last
-        separator before the cut, as the record. True when that parsed."""
+        separator before the cut, as the record; when nothing whole is left, it is one unparsed line. True:
+        the walk is closed either way."""
         head = self.walk_head
         assert head is not None
         joined = "".join(self.command_parts).rstrip()
@@ -847,15 +866,16 @@ class _FileScan:
                 break
             joined = joined[:cut]
             self.rejoining = True
-            unparsed = self.out.unparsed_metric_lines
+            out = self.out
+            unparsed, samples = out.unparsed_metric_lines, len(out.unparsed_samples)
             try:
                 self._line(joined + "}", head[0], head[1])
             finally:
                 self.rejoining = False
-            if self.out.unparsed_metric_lines == unparsed:
+            if out.unparsed_metric_lines == unparsed:
                 return True
-            self.out.unparsed_metric_lines = unparsed  # (a failed try is not a line of its own)
-            del self.out.unparsed_samples[MAX_UNPARSED_SAMPLES:]
+            out.unparsed_metric_lines = unparsed  # (a failed try is not a line of its own)
+            del out.unparsed_samples[samples:]
         self._unparsed(head[2])
         return True
 

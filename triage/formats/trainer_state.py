@@ -54,7 +54,7 @@ class TrainerState:
 
 def _row_kind(row: dict[str, Any]) -> str:
     """Training log rows, evaluation rows and the final summary row share steps; keep them apart."""
-    if any(str(k).startswith("eval_") for k in row):
+    if any(str(k).startswith("eval_") and v is not None for k, v in row.items()):  # (an `eval_*: null`: no eval)
         return "eval"
     if "train_runtime" in row or "train_loss" in row:
         return "summary"

@@ -22,7 +22,10 @@ FRAMEWORK = Framework(
                  # huggingface/trl#3214 pasted only those)
                  "/update_named_param/", "/init_communicator/", "/close_communicator/",
                  # the PPOTrainer's warnings (trl/trainer/ppo_trainer.py, TRL < 0.12; huggingface/trl#1857)
-                 "The average ratio of batch (", "KL divergence is starting to become negative"),
+                 "The average ratio of batch (", "KL divergence is starting to become negative",
+                 # its loggers by module name, and the trainer's client waiting for `trl vllm-serve`
+                 # (trl/extras/vllm_client.py check_server; huggingface/open-r1#543)
+                 "trl.extras.", "trl.trainer.", "trl vllm-serve"),
     metric_grammars=("hf_dict",),
     arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
     error_wordings=(
