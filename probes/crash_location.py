@@ -324,7 +324,8 @@ class CrashLocation(Probe):
             alone = self._fatal_line_only(run, base)
             if alone.outcome == "located":
                 return alone
-            died = DIED_CLASS.search(root.message)
+            # (the class is in the death's own message, also when a task wrapped it: Search-R1#45)
+            died = next((m for b in reversed(chain.blocks) if (m := DIED_CLASS.search(b.message))), None)
             return self.observe(
                 "not_located",
                 f"The log holds only the report of a process that died (`{short(exc, 140)}` at {chain.where}"

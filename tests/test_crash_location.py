@@ -576,34 +576,30 @@ def test_a_bare_paste_names_its_component_by_the_frames(tmp_path, log, component
     assert obs.evidence["component"] == component, obs.evidence["component_reason"]
 
 
-def test_a_traceback_that_only_reports_a_dead_actor_locates_nothing_but_names_the_actor(tmp_path):
+@pytest.mark.parametrize("log, actor", [
     # OpenRLHF/OpenRLHF#305: the driver's ray.get on the critic, which had died; its own error is in its log
-    log = ("Traceback (most recent call last):\n"
-           '  File "/openrlhf/trainer/ppo_trainer.py", line 241, in ppo_train\n'
-           "    status = ray.get(critic_status_ref)\n"
-           "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
-           "        class_name: CriticModelRayActor\n"
-           "        actor_id: 3f1b0c5e6a\n")
+    ("Traceback (most recent call last):\n"
+     '  File "/openrlhf/trainer/ppo_trainer.py", line 241, in ppo_train\n'
+     "    status = ray.get(critic_status_ref)\n"
+     "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+     "        class_name: CriticModelRayActor\n"
+     "        actor_id: 3f1b0c5e6a\n", "CriticModelRayActor"),
+    # PeterGriffinJin/Search-R1#45: the same death wrapped by the driver task that called the actor
+    # (`RayTaskError(ActorDiedError)`), with Ray's list of possible reasons (an OOM killer among them) as its message
+    ("Traceback (most recent call last):\n"
+     '  File "/verl/trainer/main_ppo.py", line 103, in main\n'
+     "    ray.get(main_task.remote(config))\n"
+     "ray.exceptions.RayTaskError(ActorDiedError): ray::main_task() (pid=109108, ip=10.226.129.21)\n"
+     "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+     "        class_name: WorkerDict\n"
+     "The actor is dead because its worker process has died. Worker exit type: UNEXPECTED_SYSTEM_EXIT Worker "
+     "exit detail: Worker unexpectedly exits with a connection error code 2. (1) The process is killed by "
+     "SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.\n", "WorkerDict"),
+], ids=["ActorDiedError", "RayTaskError(ActorDiedError)"])
+def test_a_traceback_that_only_reports_a_dead_actor_locates_nothing_but_names_the_actor(tmp_path, log, actor):
     _, obs = locate(tmp_path, log)
     assert obs.outcome == "not_located", obs.summary
-    assert obs.evidence["died_actor"] == "CriticModelRayActor"
-    assert "only the report of a process that died" in obs.summary
-
-
-def test_a_dead_actor_wrapped_by_the_task_that_called_it_locates_nothing_either(tmp_path):
-    # PeterGriffinJin/Search-R1#45: the driver task's RayTaskError(ActorDiedError), with Ray's list of possible
-    # reasons (an OOM killer among them) as its message
-    log = ("Traceback (most recent call last):\n"
-           '  File "/verl/trainer/main_ppo.py", line 103, in main\n'
-           "    ray.get(main_task.remote(config))\n"
-           "ray.exceptions.RayTaskError(ActorDiedError): ray::main_task() (pid=109108, ip=10.226.129.21)\n"
-           "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
-           "        class_name: create_colocated_worker_cls.<locals>.WorkerDict\n"
-           "The actor is dead because its worker process has died. Worker exit type: UNEXPECTED_SYSTEM_EXIT Worker "
-           "exit detail: Worker unexpectedly exits with a connection error code 2. (1) The process is killed by "
-           "SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.\n")
-    _, obs = locate(tmp_path, log)
-    assert obs.outcome == "not_located", obs.summary
+    assert obs.evidence["died_actor"] == actor
     assert "only the report of a process that died" in obs.summary
 
 
