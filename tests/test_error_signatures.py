@@ -459,6 +459,9 @@ FIELD_CASES = [
     ("version_mismatch", "$VENV/bin/python: error while loading shared libraries: libcudart.so.13: cannot open shared object "
      "file: No such file or directory\n"),  # sgl-project/sglang#36533
     ("version_mismatch", "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"),  # vllm#1369
+    # ms-swift's template refusing a sample over --max_length (modelscope/ms-swift#4754)
+    ("sample_too_long", "[rank0]: swift.llm.template.base.MaxLengthError: Current length of row(25000) is larger "
+     "than the max_length(2048).\n"),
     # vLLM's cumem allocator as a user's copy spells it (TideDra/lmm-r1#42)
     ("cuda_oom", "RuntimeError: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n"),
     # torch quoting the NCCL proxy's failed connect under `Last error:`, without NCCL's WARN prefix (verl-project/verl#108)

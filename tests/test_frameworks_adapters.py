@@ -436,6 +436,7 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
     # TRL's client waiting for its vLLM server, under Python logging's default-like format (huggingface/open-r1#543)
     ("2025-03-26 05:53:13 - INFO - trl.extras.vllm_client - Server is not up yet. Retrying in 2.0 seconds...", "trl"),
     ("NPROC_PER_NODE=8 megatron rlhf --rlhf_type grpo \\", "ms_swift"),  # modelscope/ms-swift#8017
+    ("[INFO:swift] Memory cleanup attempt 1: Freed 0.00 GB reserved", "ms_swift"),  # modelscope/ms-swift#6962
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):
     assert frameworks.detect(text).name == framework

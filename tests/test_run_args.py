@@ -73,6 +73,15 @@ def test_ray_job_submit_entrypoint():
     assert parse_command_line(cmd) == {"actor_num_nodes": 2, "debug_rollout_only": True}
 
 
+def test_continuations_a_copy_flattened_or_left_at_the_end_are_breaks_not_values():
+    # modelscope/ms-swift#3771: `--eval_steps 1000 \ --save_steps 1000 \` on one line; a paste ending in `\`
+    cmd = "swift rlhf --eval_steps 1000 \\ --save_steps 1000 \\ --learning_rate 1e-6 \\ --save_total_limit 2 \\"
+    assert parse_command_line(cmd) == {"eval_steps": 1000, "save_steps": 1000, "learning_rate": 1e-6,
+                                       "save_total_limit": 2}
+    assert parse_command_line("python3 train.py --lr 1e-6 \\") == {"lr": 1e-6}
+    assert parse_command_line("python3 train.py --name a\\ b --x 1") == {"name": "a b", "x": 1}  # an escaped space
+
+
 def test_module_launchers_quoted_commands_and_repeats():
     assert parse_command_line("python -m slime.train --lr 1e-5 --lr 2e-5") == {"lr": 2e-5}  # argparse keeps the last
     assert parse_command_line("torchrun --nproc-per-node 8 train.py --tp 2") == {"tp": 2}

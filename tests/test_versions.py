@@ -138,6 +138,19 @@ def test_bare_log_lines_are_not_mistaken_for_versions(tmp_path):
     assert make_run(tmp_path, log=log).versions.as_dict() == {}
 
 
+def test_pip_list_rows_pasted_without_their_header(tmp_path):
+    # modelscope/ms-swift#6704: the thread is about the upgrade; the rows came without `Package  Version`
+    log = ("after upgrading, the reward model loss went from 0.8 to 17\n"
+           "ms_swift                      3.11.0.dev0\n"
+           "trl                           0.24.0\n"
+           "numpy  1.26.4\n"  # a package no version cause names: not read from a bare row
+           "lr  0.001\n")
+    versions = make_run(tmp_path, log=log).versions
+    assert versions["ms-swift"].version == "3.11.0.dev0" and versions["trl"].version == "0.24.0"
+    assert versions["trl"].detail == "pip list row" and where(versions["trl"]) == "job.log:3"
+    assert "numpy" not in versions.as_dict() and "lr" not in versions.as_dict()
+
+
 def test_pip_show_blocks_pasted_in_a_log(tmp_path):
     # pypa/pip src/pip/_internal/commands/show.py: `Name:` then `Version:`, a blank-free block per package
     log = ("$ pip show sglang megatron-core\n"

@@ -149,6 +149,15 @@ _TAG_COMPONENT = re.compile(
 _TAG_COMPONENTS = {"verl": "verl", "sglang": "sglang", "vllm": "vllm", "mcore": "megatron-core", "te": "transformer-engine",
                    "th": "torch", "torch": "torch", "ray": "ray", "trl": "trl", "deepspeed": "deepspeed"}
 
+# A `pip list` row pasted without its `Package  Version` header (modelscope/ms-swift#6704: `ms_swift
+# 3.11.0.dev0`, `trl   0.24.0`): read for the packages the catalog's version causes name, where the
+# name alone could be anything else.
+_BARE_ROW = re.compile(r"^(?P<name>[A-Za-z][\w.-]*)\s{2,}(?P<ver>v?\d[\w.+!-]*)\s*$")
+BARE_ROW_PACKAGES = frozenset({
+    "torch", "transformers", "trl", "vllm", "sglang", "sgl-kernel", "deepspeed", "megatron-core", "transformer-engine",
+    "flash-attn", "flashinfer-python", "ms-swift", "verl", "openrlhf", "ray", "peft", "accelerate", "datasets",
+    "tokenizers", "xformers", "bitsandbytes", "liger-kernel", "triton", "nvidia-nccl-cu12", "torch-memory-saver",
+})
 # What a log line holding a version contains somewhere (bytes, case-sensitive): only lines
 # with one of these are decoded and parsed (`log_regions`).
 _NEEDLES: tuple[bytes, ...] = (
@@ -156,6 +165,8 @@ _NEEDLES: tuple[bytes, ...] = (
     b"_version='", b" version:", b" version (", b"Package", b"# packages in environment", b"egg=", b"@ git+", b"ommit", b"[GCC",
     b"[Clang", b"Info---", b"slimerl/", b"lmsysorg/", b"vllm/vllm", b"verlai/", b"radixark/", b"rlsys/", b"hiyouga/",
     b"openrlhf/", b"Name: ",
+    # the bare rows' names, padded as `pip list` pads them (`ms_swift` as pip prints an underscored name)
+    *sorted({f"{spelled}  ".encode() for name in BARE_ROW_PACKAGES for spelled in (name, name.replace("-", "_"))}),
 )
 try:  # optional: one multi-needle pass instead of one `bytes.find` pass per needle
     import ahocorasick_rs as _ahocorasick
@@ -169,7 +180,8 @@ _BLOCK_START = re.compile(r"^Package\s+Version|^#\s*packages in environment|-{3,
 _HINT = re.compile(
     r"==|LLM engine \(v|API server version|DeepSpeed info|PyTorch version|ray, version|ray_version=|"
     r"version|Version|Package|# packages in environment|egg=|@ git\+|[Cc]ommit|[Hh]ash|\[GCC|\[Clang|"
-    r"(?:slimerl|lmsysorg|vllm|verlai|radixark|rlsys|hiyouga|openrlhf)/|^\s*[\w-]+\s*:\s*v?\d|^Name:"
+    r"(?:slimerl|lmsysorg|vllm|verlai|radixark|rlsys|hiyouga|openrlhf)/|^\s*[\w-]+\s*:\s*v?\d|^Name:|"
+    r"^[A-Za-z][\w.-]*\s{2,}v?\d"
 )
 
 
@@ -471,6 +483,9 @@ def _scan(path: Path | str, lines: Iterator[tuple[int, str]] | enumerate, out: R
             continue
         if _line(line, where, out, in_log=in_log, pins_only=pins_only, block=block, list_source=list_source):
             continue
+        m = _BARE_ROW.match(line)
+        if m and not pins_only and normal_name(m["name"]) in BARE_ROW_PACKAGES:
+            out.add(VersionRecord(normal_name(m["name"]), clean_version(m["ver"]), where, list_source, "pip list row"))
 
 
 def _line(line: str, where: str, out: RunVersions, *, in_log: bool, pins_only: bool, block: str | None,

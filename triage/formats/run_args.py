@@ -119,11 +119,19 @@ def _until_shell_operator(tokens: list[str]) -> list[str]:
     return tokens
 
 
+# A line continuation whose line break a copy lost: `--eval_steps 1000 \ --save_steps 1000 \` on one line
+# (modelscope/ms-swift#3771). To a shell `\ ` escapes the space and glues it to the next flag; no command
+# means that, so it is read as the break it was.
+_LOST_BREAK = re.compile(r"\\\s+(?=--?[A-Za-z])")
+
+
 def _split(text: str) -> list[str]:
+    text = _LOST_BREAK.sub(" ", text)
     try:
-        return shlex.split(text, comments=False, posix=True)
-    except ValueError:  # an unbalanced quote in a pasted line: split on whitespace instead
-        return text.split()
+        words = shlex.split(text, comments=False, posix=True)
+    except ValueError:  # an unbalanced quote, or a paste ending in its continuation's `\`: split on whitespace
+        words = text.split()
+    return [w for w in words if w != "\\"]  # (a continuation left at the end of a pasted command)
 
 
 def _after_program(tokens: list[str]) -> list[str]:

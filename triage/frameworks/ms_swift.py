@@ -17,6 +17,9 @@ FRAMEWORK = Framework(
                  # (swift/cli/_megatron: `megatron rlhf --rlhf_type grpo`, modelscope/ms-swift#8017)
                  "swift sft", "swift pt ", "swift infer", "swift export", "swift deploy", "swift rollout",
                  "megatron rlhf", "megatron sft",
+                 # its logger's prefix (swift/utils/logger.py: `[%(levelname)s:%(name)s]`, `[INFO:swift] …`;
+                 # modelscope/ms-swift#6962 pasted only that and vLLM's lines)
+                 ":swift] ",
                  "logging.jsonl"),
     metric_grammars=("swift_json", "hf_dict"),
     arg_sources=("command_line", "launch_script"),
