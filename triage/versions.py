@@ -152,7 +152,7 @@ _TAG_COMPONENTS = {"verl": "verl", "sglang": "sglang", "vllm": "vllm", "mcore": 
 # A `pip list` row pasted without its `Package  Version` header (modelscope/ms-swift#6704: `ms_swift
 # 3.11.0.dev0`, `trl   0.24.0`): read for the packages the catalog's version causes name, where the
 # name alone could be anything else.
-_BARE_ROW = re.compile(r"^(?P<name>[A-Za-z][\w.-]*)\s{2,}(?P<ver>v?\d[\w.+!-]*)\s*$")
+_BARE_ROW = re.compile(r"^(?P<name>[A-Za-z][\w.-]*)\s{2,}(?P<ver>v?\d[\w.+!-]*)\s*$")  # (`ms_swift`: `_` too)
 BARE_ROW_PACKAGES = frozenset({
     "torch", "transformers", "trl", "vllm", "sglang", "sgl-kernel", "deepspeed", "megatron-core", "transformer-engine",
     "flash-attn", "flashinfer-python", "ms-swift", "verl", "openrlhf", "ray", "peft", "accelerate", "datasets",
@@ -484,8 +484,8 @@ def _scan(path: Path | str, lines: Iterator[tuple[int, str]] | enumerate, out: R
         if _line(line, where, out, in_log=in_log, pins_only=pins_only, block=block, list_source=list_source):
             continue
         m = _BARE_ROW.match(line)
-        if m and not pins_only and normal_name(m["name"]) in BARE_ROW_PACKAGES:
-            out.add(VersionRecord(normal_name(m["name"]), clean_version(m["ver"]), where, list_source, "pip list row"))
+        if m and not pins_only and (name := normal_name(m["name"])) in BARE_ROW_PACKAGES:
+            out.add(VersionRecord(name, clean_version(m["ver"]), where, list_source, "pip list row"))
 
 
 def _line(line: str, where: str, out: RunVersions, *, in_log: bool, pins_only: bool, block: str | None,

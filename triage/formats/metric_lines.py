@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from triage.formats.pyrepr import parse_metric_dict
 
@@ -115,13 +116,23 @@ def _verl(msg: str) -> MetricRecord | None:
     return MetricRecord("verl_console", "verl", int(m.group("n")), values)
 
 
-def _hf_kind(values: dict[str, object]) -> str:
-    # (LLaMA-Factory writes `"eval_loss": null` into every training record: hiyouga/LlamaFactory#845)
-    if any(k.startswith("eval_") and v is not None for k, v in values.items()):
-        return "hf_log_eval"
+def hf_record_role(values: dict[str, Any]) -> str:
+    """What an HF Trainer record is: `eval`, the final `summary`, or a `train` step. Printed dicts and
+    `trainer_state.json`'s rows share steps, so they are kept apart by this one rule (an `eval_*: null`
+    is no evaluation: LLaMA-Factory writes `"eval_loss": null` into every training record,
+    hiyouga/LlamaFactory#845)."""
+    if any(str(k).startswith("eval_") and v is not None for k, v in values.items()):
+        return "eval"
     if "train_runtime" in values or "train_loss" in values:
-        return "hf_log_summary"
-    return "hf_log"
+        return "summary"
+    return "train"
+
+
+_HF_KINDS = {"eval": "hf_log_eval", "summary": "hf_log_summary", "train": "hf_log"}
+
+
+def _hf_kind(values: dict[str, object]) -> str:
+    return _HF_KINDS[hf_record_role(values)]
 
 
 def _swift_step(values: dict[str, object]) -> int | None:

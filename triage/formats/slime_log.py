@@ -77,6 +77,7 @@ MAX_WRAPPED_DICT_CHARS = 64 << 10
 SAMPLE_LINES = 200  # lines read at the head and tail of each file for its format and timestamps
 MAX_UNPARSED_SAMPLES = 3
 HEAD_TEXT_CHARS = 64 << 10  # head-of-log text kept for recognising a framework by its markers
+MAX_LIST_INDENT = 8  # a paste nested in a Markdown list item is shifted by a few spaces (THUDM/slime#1217)
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
 # what a line means, the scan only must not miss it.
@@ -571,7 +572,7 @@ def strip_carrier(text: str) -> str:
     first = text[:1]
     if first == " ":
         body = text.lstrip(" ")
-        if body[:1] == "(" and len(text) - len(body) <= 8 and _RAY_PREFIX.match(body):
+        if body[:1] == "(" and len(text) - len(body) <= MAX_LIST_INDENT and _RAY_PREFIX.match(body):
             text, first = body, "("
     if first == ">":
         text = text[2:] if text[1:2] == " " else text[1:]

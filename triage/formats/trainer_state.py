@@ -22,6 +22,7 @@ from typing import Any
 
 from triage import safe_io
 from triage.errors import CorruptArtifact
+from triage.formats.metric_lines import hf_record_role
 from triage.formats.metric_table import MetricTable
 
 MAX_STATE_BYTES = 512 * 1024 * 1024  # a state file larger than this is not a trainer_state.json
@@ -50,15 +51,6 @@ class TrainerState:
     @property
     def finished(self) -> bool:
         return self.max_steps is not None and self.max_steps > 0 and self.global_step >= self.max_steps
-
-
-def _row_kind(row: dict[str, Any]) -> str:
-    """Training log rows, evaluation rows and the final summary row share steps; keep them apart."""
-    if any(str(k).startswith("eval_") and v is not None for k, v in row.items()):  # (an `eval_*: null`: no eval)
-        return "eval"
-    if "train_runtime" in row or "train_loss" in row:
-        return "summary"
-    return "train"
 
 
 def _number(value: Any) -> float | None:
@@ -131,7 +123,7 @@ def _build(raws: list[tuple[Path, dict[str, Any]]]) -> TrainerState:
         for order, row in enumerate(raw["log_history"]):
             step = _step_of(row, last_step)
             last_step = step
-            key = (step, _row_kind(row))
+            key = (step, hf_record_role(row))
             if key in seen:
                 continue
             seen.add(key)

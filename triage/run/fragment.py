@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage.errors import BadInput, RunNotFound, UnsafeRunRef
+from triage.formats.slime_log import MAX_LIST_INDENT
 from triage.run.discover import Artifacts
 from triage.run.manifest import Manifest
 from triage.run.run import Run
@@ -98,9 +99,6 @@ def _safe_name(name: str) -> str:
     return base[:100]
 
 
-MAX_COMMON_INDENT = 8  # a paste shifted as a whole (a Markdown list item) is indented by a few spaces
-
-
 def dedent(data: bytes) -> bytes:
     """The fragment without the indentation all its lines share.
 
@@ -110,16 +108,10 @@ def dedent(data: bytes) -> bytes:
     frames keep their indentation relative to its header, and line numbers do not change.
     """
     lines = data.split(b"\n")
-    indent = MAX_COMMON_INDENT + 1
-    for line in lines:
-        body = line.rstrip(b"\r")
-        if body.strip():
-            indent = min(indent, len(body) - len(body.lstrip(b" ")))
-            if indent == 0:
-                return data
-    if indent > MAX_COMMON_INDENT:
+    indent = min((len(line) - len(line.lstrip(b" ")) for line in lines if line.strip()), default=0)
+    if not 0 < indent <= MAX_LIST_INDENT:
         return data
-    return b"\n".join(line[indent:] if line[:indent].strip(b" ") == b"" else line.lstrip(b" ") for line in lines)
+    return b"\n".join(line[indent:] if line.strip() else line for line in lines)
 
 
 def open_bytes_run(data: bytes, name: str = "fragment.log", what: str = "the fragment") -> Run:
