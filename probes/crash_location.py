@@ -309,11 +309,19 @@ class CrashLocation(Probe):
                                "switch running out of memory (verl-project/verl#575, #302)",
                 }]
             evidence["frames"] = frames[-12:]
+            # Ray's envelope above a remote traceback names the remote error's type, not its words
+            envelope = next((b for b in chain.blocks if b.is_wrapper and "(" in b.short_type), None)
+            remote = envelope.short_type.split("(", 1)[1].rstrip(")") if envelope is not None else None
+            if remote:
+                evidence["remote_error_type"] = remote
             return self.observe(
                 "cut_off",
                 f"The {component}'s traceback at {chain.where} ends before its exception line (the log or the paste was "
                 "cut)" + (f"; it was in {frame.function} ({frame.file}:{frame.line})" if frame else "")
-                + f", {when}. What it crashed on is not in the log: paste the traceback's last lines.",
+                + f", {when}."
+                + (f" Ray's envelope at {chain.path}:{envelope.line_no} says the remote task raised a {remote}, not why."
+                   if remote and envelope is not None else "")
+                + " What it crashed on is not in the log: paste the traceback's last lines.",
                 0.6,
                 **evidence,
             )

@@ -44,6 +44,7 @@ from triage.formats.log_index import LogIndex, LogLine
 from triage.probe import Cost, Probe
 
 if TYPE_CHECKING:
+    from triage.formats.tracebacks import Chain
     from triage.run.run import Run
 
 SIGNATURE_FILE = "signatures.yaml"
@@ -190,6 +191,16 @@ class Signature:
     # a framework adapter's wording (triage.frameworks): read only on a line no entry of the shipped
     # table words, so the table's conditions (context, frames) are never bypassed by a looser wording
     adapter: bool = False
+    # the remedy this wording calls for where the catalog's, written for the id's usual case, would
+    # mislead (a taken rendezvous port is not an SGLang server's), with the flags it names
+    remedy: str = ""
+    flags: tuple[str, ...] = ()
+    # context that rules the entry out (in the same scope as `context`): the same words from another
+    # component (an SGLang server's own port, not torch.distributed's rendezvous)
+    unless: tuple[re.Pattern[str], ...] = ()
+
+    def excluded(self, texts: Iterable[str]) -> bool:
+        return bool(self.unless) and any(p.search(t) for t in texts for p in self.unless)
 
     def frames_hold(self, frames: Iterable[str]) -> bool:
         return not self.cross_package or crosses_packages(tuple(frames))
@@ -323,6 +334,10 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
         scope = entry.get("context_scope", "window")
         if scope not in ("window", "frames"):
             raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r}: context_scope must be window or frames")
+        flags = entry.get("flags", [])
+        if not isinstance(entry.get("remedy", ""), str) or not isinstance(flags, list) \
+                or not all(isinstance(f, str) for f in flags):
+            raise SignatureTableError(f"{SIGNATURE_FILE}: signature {sid!r}: remedy must be text and flags a list of names")
         out.append(
             Signature(
                 id=sid,
@@ -336,6 +351,9 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
                 context_scope=scope,
                 one_node=bool(entry.get("one_node", False)),
                 cross_package=bool(entry.get("cross_package", False)),
+                remedy=entry.get("remedy", ""),
+                flags=tuple(flags),
+                unless=_compile(sid, "unless", entry.get("unless")),
             )
         )
     return tuple(out)
@@ -496,7 +514,8 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
                     continue
                 worded = worded or not s.adapter
                 if (not s.context or s.context_holds(context_texts(line, s.context_scope))) \
-                        and s.frames_hold(frames.get(key, ())):
+                        and s.frames_hold(frames.get(key, ())) \
+                        and not (s.unless and s.excluded(context_texts(line, s.context_scope))):
                     sig = s
                     break
             # (frames the index tied but could not read, say unindented ones, count as none)
@@ -562,7 +581,7 @@ def _with_remote_frames(log: LogIndex, sigs: tuple[Signature, ...], result: Erro
         if not got:
             continue
         sig = next((s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds([line.text, *got]))
-                    and s.frames_hold(got)), None)
+                    and s.frames_hold(got) and not s.excluded([line.text, *got])), None)
         if sig is not None:
             extra.append(SignatureMatch(sig, line, order(line), got))
     if not extra:
@@ -733,7 +752,7 @@ _SUMMARY = {
     "host_oom_killed": "the host ran out of RAM and a process was killed",
     "nccl_abort": "an NCCL collective was aborted or timed out",
     "illegal_memory_access": "CUDA reported an illegal memory access",
-    "engine_port_conflict": "an SGLang server could not be reached or could not bind its port",
+    "engine_port_conflict": "a server could not be reached or could not bind its port",
     "inductor_cache": "torch.compile hit a corrupt inductor cache entry (JSONDecodeError)",
     "hf_model_not_found": "transformers could not find the model or its config",
     "no_pad_token": "the tokenizer has no padding token",
@@ -765,6 +784,15 @@ def cut_traceback_line(line: LogLine) -> bool:
     text = line.text.strip()
     # (a progress bar's leftovers may follow the header on its line: OpenRLHF/OpenRLHF#95)
     return not text or "Traceback (most recent call last):" in text or text.startswith("Error executing job with overrides: ")
+
+
+def _envelope_of(cut: Chain | None, line: LogLine) -> bool:
+    """Whether a fatal line is Ray's envelope (`RayTaskError(X): ray::A.m() (pid=…)`) of a remote
+    traceback the paste cut before its exception line: it names the remote task and the error's type,
+    not the error (verl-project/verl#1776: `RayTaskError(NotImplementedError)` above frames cut
+    mid-line)."""
+    return cut is not None and str(cut.path) == str(line.path) and any(
+        b.is_wrapper and b.line_no == line.line_no for b in cut.blocks)
 
 
 def stopped_on(line: LogLine) -> str:
@@ -904,7 +932,10 @@ class ErrorSignatures(Probe):
         chosen = result.decisive()
         if chosen is not None:
             return self._signature_observation(run, result, chosen, base)
-        fatal = [f for f in result.fatal_lines if not cut_traceback_line(f[0])]
+        from probes.crash_location import pasted_cut_traceback  # (it builds on this module)
+
+        cut = pasted_cut_traceback(run)
+        fatal = [f for f in result.fatal_lines if not cut_traceback_line(f[0]) and not _envelope_of(cut, f[0])]
         if fatal:
             # a report of another process's death (Ray prints the raylet's first) names no cause of its own
             causes = [f for f in fatal if not CONSEQUENCE_LINE.search(f[0].text)] or fatal
@@ -920,9 +951,6 @@ class ErrorSignatures(Probe):
                 last_where=max(fatal, key=lambda f: f[1])[0].where(),
                 **base,
             )
-        from probes.crash_location import pasted_cut_traceback  # (it builds on this module)
-
-        cut = pasted_cut_traceback(run)
         where = cut.where if cut is not None else (
             min(result.fatal_lines, key=lambda f: f[1])[0].where() if result.fatal_lines else None)
         if where is not None:  # the error's own words are not in the log: no signature can be ruled out
@@ -988,6 +1016,7 @@ class ErrorSignatures(Probe):
             last_where=same[-1].line.where(),
             also_seen=also_seen,
             rule="the earliest root error decides; NCCL aborts and timeouts decide only when nothing else explains them",
+            **({"remedy": sig.remedy, "flags": list(sig.flags)} if sig.remedy else {}),
             **details,
             **base,
         )

@@ -140,7 +140,8 @@ class Symptom(Probe):
                 ray_waits.append(Symptom._ray_request_waits(run))
             return ray_waits[0]
 
-        has_log = bool(run.artifacts.logs) and (_holds_job_records(run.log) or ray_request_waits() is not None)
+        has_log = bool(run.artifacts.logs) and (_holds_job_records(run.log) or ray_request_waits() is not None
+                                                or run.paste_holds_traceback)
         has_metrics = not run.metrics.empty()
         has_dumps = bool(run.rollout_dump_paths())
         if not (has_log or has_metrics or has_dumps or run.artifacts.flight_recorder):

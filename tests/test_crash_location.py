@@ -294,6 +294,156 @@ def test_a_traceback_cut_mid_way_is_placed_but_not_called_unrecognised(tmp_path,
     assert report["root_cause"]["id"] == "inconclusive"
 
 
+@pytest.mark.parametrize("kept", [2, 0], ids=["remote-frames-cut", "cut-under-the-envelope"])
+def test_a_remote_traceback_cut_under_rays_envelope_is_cut_not_the_envelope(tmp_path, capsys, kept):
+    # verl-project/verl#1776: `RayTaskError(NotImplementedError): ray::WorkerDict…() (pid=…)` above remote
+    # frames the paste cut mid-line. The envelope names the remote task and the error's type, not the error:
+    # no verdict can rest on it, and the report says which type Ray named
+    import json
+
+    from triage.cli import main
+
+    lines = TRAINER.splitlines()
+    env = next(i for i, line in enumerate(lines) if line.startswith("ray.exceptions.RayTaskError(KeyError)"))
+    cut = "\n".join(lines[: env + 1 + kept]) + "\n"
+    sig, obs = locate(tmp_path, cut)
+    assert isinstance(sig, Unavailable) and "cut before its exception line" in str(sig)
+    assert obs.outcome == "cut_off"
+    assert obs.evidence["remote_error_type"] == "KeyError"
+    assert "the remote task raised a KeyError, not why" in obs.summary
+    main(["run", str(tmp_path), "--json", "--no-cache"])
+    assert json.loads(capsys.readouterr().out)["root_cause"]["id"] == "inconclusive"
+
+
+# IPython's traceback (ipython/ipython IPython/core/ultratb.py), as a notebook user pastes it: IPython 8
+# (`Cell In[N], line M`, `File PATH:LINE, in FUNC(ARGS)`, numbered code lines, `(...)` elisions) and
+# IPython 7 (`<ipython-input-N-…> in <module>`, `PATH in FUNC(ARGS)`); unslothai/notebooks#16
+NOTEBOOK = """\
+---------------------------------------------------------------------------
+TypeError                                 Traceback (most recent call last)
+Cell In[6], line 14
+      1 trainer = GRPOTrainer(
+   (...)     12     train_dataset = dataset,
+     13 )
+---> 14 trainer.train()
+
+File ~/env/lib/python3.11/site-packages/transformers/trainer.py:2245, in Trainer.train(self, resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)
+   2243         hf_hub_utils.enable_progress_bars()
+   2244 else:
+-> 2245     return inner_training_loop(
+   2246         args=args,
+   2247     )
+
+File ~/env/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py:981, in GRPOTrainer._prepare_inputs(self, inputs)
+    980 if mode == "train":
+--> 981     inputs = self._generate_and_score_completions(inputs)
+
+KeyError: 'prompt'
+"""
+NOTEBOOK_7 = """\
+---------------------------------------------------------------------------
+KeyError                                  Traceback (most recent call last)
+<ipython-input-6-3f2b1c9d8e7a> in <module>
+----> 1 trainer.train()
+
+/usr/local/lib/python3.7/dist-packages/transformers/trainer.py in train(self, resume_from_checkpoint, trial, **kwargs)
+   1325
+-> 1326                 tr_loss += self.training_step(model, inputs)
+
+KeyError: 'prompt'
+"""
+
+
+@pytest.mark.parametrize("log", [NOTEBOOK, NOTEBOOK_7], ids=["ipython8", "ipython7"])
+def test_a_notebooks_traceback_is_read_with_its_frames(tmp_path, log):
+    _, obs = locate(tmp_path, log)
+    assert obs.outcome == "located"
+    ev = obs.evidence
+    assert ev["exception"] == "KeyError: 'prompt'"
+    assert ev["where"].endswith(f"job.log:{log.splitlines().index(chr(75) + 'eyError: ' + repr('prompt')) + 1}")
+    assert ev["innermost_frame"].endswith(("grpo_trainer.py\", line 981, in GRPOTrainer._prepare_inputs",
+                                           "trainer.py\", line 0, in train"))
+
+
+def test_a_notebook_traceback_cut_above_its_header_and_exception_is_not_refused(tmp_path, capsys):
+    # unslothai/unsloth#4360: a VS Code notebook's frames (Windows paths, linked code markers), pasted
+    # without header or exception: read as a traceback cut before its exception, not refused
+    import json
+
+    from triage.cli import main
+
+    frames = (
+        "File c:\\Users\\u\\venv\\Lib\\site-packages\\torch\\utils\\checkpoint.py:512, in checkpoint(function, "
+        "use_reentrant, *args, **kwargs)\n"
+        "    511 next(gen)\n"
+        "--> [512](file:///C:/Users/u/venv/Lib/site-packages/torch/utils/checkpoint.py:512) ret = function(*args, **kwargs)\n"
+        "    513 # Runs post-forward logic\n\n"
+        "File c:\\Users\\u\\venv\\Lib\\site-packages\\torch\\nn\\modules\\module.py:1776, in "
+        "Module._wrapped_call_impl(self, *args, **kwargs)\n"
+        "-> [1776](file:///C:/Users/u/venv/Lib/site-packages/torch/nn/modules/module.py:1776)     return self._call_impl(*a\n")
+    (tmp_path / "job.log").write_text(frames, encoding="utf-8")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
+    cut = next(s for s in report["path"] if s["probe"] == "crash_location")
+    assert cut["outcome"] == "cut_off"
+    assert cut["evidence"]["innermost_frame"].endswith('module.py", line 1776, in Module._wrapped_call_impl')
+
+
+def test_a_traceback_whose_first_lines_lost_the_rank_prefix_is_one_traceback(tmp_path):
+    # AkaliKong/MiniOneRec#15: the header printed bare, the frames and exception under `[rank0]:`
+    log = ("Traceback (most recent call last):\n"
+           '[rank0]:   File "/work/rl.py", line 307, in train\n'
+           "[rank0]:     trainer.train()\n"
+           '[rank0]:   File "/env/lib/python3.10/site-packages/transformers/trainer.py", line 2375, in _inner_training_loop\n'
+           "[rank0]:     for step, inputs in enumerate(epoch_iterator):\n"
+           "[rank0]: KeyError: 'prompt'\n")
+    _, obs = locate(tmp_path, log)
+    ev = obs.evidence
+    assert ev["exception"] == "KeyError: 'prompt'" and ev["rank"] == 0
+    assert ev["innermost_frame"].endswith("line 2375, in _inner_training_loop")
+    assert ev["traceback_starts"].endswith("job.log:1")
+
+
+def test_a_frame_cut_at_the_start_of_a_paste_ties_its_package_to_the_error(tmp_path, capsys):
+    # shibing624/MedicalGPT#444 as pasted: the first frame cut before `File "`, the rest under `[rank0]:`;
+    # TRL's trainer calling transformers' Trainer with a keyword the installed version lacks
+    import json
+
+    from triage.cli import main
+
+    log = ('/env/lib/python3.10/site-packages/trl/trainer/grpo_trainer.py", line 269, in __init__\n'
+           "[rank0]:     super().__init__(\n"
+           "[rank0]: TypeError: Trainer.__init__() got an unexpected keyword argument 'processing_class'\n")
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "deps.version_mismatch"
+    sig = next(s for s in report["path"] if s["probe"] == "error_signatures")
+    assert sig["evidence"]["signature"] == "dependency_api_mismatch"
+
+
+def test_frame_lines_a_terminal_wrapped_at_its_width_are_joined(tmp_path):
+    # alibaba/ROLL#348, copied from a terminal 90 columns wide: frame lines broken mid-path, mid-number
+    # and before the function; the code line under a frame stays a code line
+    log = ("Traceback (most recent call last):\n"
+           '  File "/fs/ROLL/examples/start_rlvr_vl_custom_pipeline.py", line 34, in\n'
+           "<module>\n"
+           "    main()\n"
+           '  File "/fs/anaconda3/envs/qwen/lib/python3.10/site-packages/torch/utils/\n'
+           '_contextlib.py", line 116, in decorate_context\n'
+           "    return func(*args, **kwargs)\n"
+           '  File "/fs/ROLL/roll/pipeline/rlvr/rlvr_custom_vlm_pipeline.py", line 52\n'
+           "4, in run\n"
+           "    self.do_checkpoint(global_step=global_step)\n"
+           "RuntimeError: checkpoint failed\n")
+    tb = read_text(log)
+    frames = next(iter(tb.groups.values())).first.root.frames
+    assert [(f.file.rsplit("/", 1)[-1], f.line, f.function) for f in frames] == [
+        ("start_rlvr_vl_custom_pipeline.py", 34, "<module>"), ("_contextlib.py", 116, "decorate_context"),
+        ("rlvr_custom_vlm_pipeline.py", 524, "run")]
+
+
 def test_a_gzipped_log_is_read_the_same(tmp_path):
     import gzip
 

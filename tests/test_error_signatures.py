@@ -467,6 +467,20 @@ FIELD_CASES = [
     # torch quoting the NCCL proxy's failed connect under `Last error:`, without NCCL's WARN prefix (verl-project/verl#108)
     ("network_failure", "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
      "error.\nLast error:\n[Service thread] Error encountered progressing operation=Connect, res=3, closing connection\n"),
+    # torch.distributed's rendezvous: the store timing out on the ranks that never joined (hiyouga/LlamaFactory#5587,
+    # modelscope/ms-swift#3343), a connect timeout a paste cut mid-word (hiyouga/LlamaFactory#6575), a master's
+    # host name that does not resolve in an Alpine-based image (modelscope/ms-swift#6368)
+    ("network_failure", "torch.distributed.DistStoreError: Socket Timeout\n"),
+    ("network_failure", "[W228 18:45:15.741177013 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=11, "
+     "addr=[node-a]:38674, remote=[::ffff:33.148.62.162]:23456) timed out after 900000ms\n"),
+    ("network_failure", "[E108 20:04:34.467642512 socket.cpp:957] [c10d] The client socket has timed out after 900s whi\n"),
+    ("network_failure", "socket.gaierror: [Errno -2] Name does not resolve\n"),
+    # vLLM's weight loader refusing a PEFT-prefixed name in ROLL's weight update (alibaba/ROLL#418), and
+    # verl's update_params (TIGER-AI-Lab/verl-tool#125)
+    ("weight_name_refused", '  File "/fs/ROLL/roll/distributed/executor/model_update_group.py", line 40, in model_update\n'
+     "ValueError: There is no module or parameter named 'base_model' in Qwen2_5_VLForConditionalGeneration\n"),
+    ("weight_name_refused", '  File "/verl/verl/workers/sharding_manager/fsdp_vllm.py", line 285, in update_params\n'
+     "KeyError: 'layers.0.self_attn.qkv_proj.base_layer.weight'\n"),
 ]
 
 
@@ -489,6 +503,18 @@ def test_field_evidence_names_rank_node_and_details(tmp_path):
     assert ev["xid"] == 79
     ev = examine(tmp_path, HEAD + FIELD_CASES[11][1]).evidence
     assert ev["packages"] == ["transformers"]
+
+
+def test_a_taken_rendezvous_port_is_told_its_own_remedy_and_an_engines_port_is_not(tmp_path):
+    # om-ai-lab/VLM-R1#289: a second job's torchrun on the default port; verl-project/verl#6448: an SGLang
+    # replica's own store, with the same words, keeps the engines' remedy
+    line = ("RuntimeError: The server socket has failed to listen on any local network address. port: 29500, "
+            "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use.\n")
+    ev = examine(tmp_path, HEAD + line).evidence
+    assert ev["signature"] == "rendezvous_port_in_use"
+    assert "MASTER_PORT" in ev["remedy"] and ev["flags"] == ["--master_port", "MASTER_PORT"]
+    ev = examine(tmp_path, HEAD + "(SGLangHttpServer pid=3101) torch.distributed.DistNetworkError: " + line[14:]).evidence
+    assert ev["signature"] == "address_in_use" and "remedy" not in ev
 
 
 # Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
@@ -1126,6 +1152,7 @@ def test_hydras_header_gives_way_to_the_error_its_traceback_ends_on(tmp_path):
     "2024-12-23T10:09:14.717696906Z ",  # `docker logs --timestamps` (axolotl-ai-cloud/axolotl#2218)
     "> ",  # a quoted GitHub comment
     "outlines-server-1  | ",  # Docker Compose's service prefix (sgl-project/sglang#203)
+    "wandb: ERROR ",  # W&B's sweep agent logging a run's traceback (unslothai/unsloth-zoo#127)
 ])
 def test_what_carried_a_line_is_stripped_before_it_is_read(tmp_path, prefix):
     log = prefix + "[2025-07-25 07:53:08 TP2] Scheduler hit an exception: Traceback (most recent call last):\n" + \

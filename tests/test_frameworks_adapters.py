@@ -83,6 +83,40 @@ def test_each_framework_names_its_own_way_to_produce_a_missing_artifact():
     assert frameworks.needs_help("unknown", "metrics", "fallback") == "fallback"
 
 
+def test_the_catalogs_slime_flags_become_each_frameworks_own_names():
+    flags = ["--sglang-mem-fraction-static", "--offload", "--n-samples-per-prompt", "num_generations",
+             "actor_rollout_ref.rollout.n", "NCCL_DEBUG=INFO"]
+    reg = frameworks.registry()
+    out, told, unnamed = reg["verl"].own_flags(flags)
+    # verl/trainer/config/rollout/rollout.yaml; TRL's key is dropped, an environment variable kept
+    assert out == ["actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.n", "NCCL_DEBUG=INFO"]
+    assert told[0] == ("--sglang-mem-fraction-static", ("actor_rollout_ref.rollout.gpu_memory_utilization",))
+    assert unnamed == ["--offload"]
+    out, _, unnamed = reg["trl"].own_flags(flags)
+    assert out == ["vllm_gpu_memory_utilization", "num_generations", "NCCL_DEBUG=INFO"]  # trl grpo_config.py
+    assert unnamed == ["--offload"]
+
+
+def test_a_verl_run_is_told_its_own_key_for_the_engines_memory(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    _log(tmp_path, (
+        "(TaskRunner pid=1843) step:1 - actor/entropy:0.52 - actor/pg_loss:0.01 - critic/score/mean:0.2\n"
+        "(WorkerDict pid=2211, ip=10.0.0.3) Traceback (most recent call last):\n"
+        '(WorkerDict pid=2211, ip=10.0.0.3)   File "/usr/local/lib/python3.10/dist-packages/vllm/worker/model_runner.py", '
+        "line 1500, in execute_model\n"
+        "(WorkerDict pid=2211, ip=10.0.0.3)     hidden_states = model_executable(input_ids=input_ids)\n"
+        "(WorkerDict pid=2211, ip=10.0.0.3) RuntimeError: CUDA error: an illegal memory access was encountered\n"))
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "engine.oom_illegal_memory"
+    assert rc["flags"] == ["actor_rollout_ref.rollout.gpu_memory_utilization"]
+    assert rc["remedy"].endswith(
+        "In verl: `--sglang-mem-fraction-static` is `actor_rollout_ref.rollout.gpu_memory_utilization`.")
+
+
 # --- verl --------------------------------------------------------------------------------
 
 # verl/utils/logger/aggregate_logger.py (LocalLogger, concat_dict_to_str) behind Ray's actor prefix,
@@ -122,6 +156,59 @@ def test_verl_metrics_map_onto_canonical_names_with_their_source(tmp_path):
     assert records["grad_norm"] == {"records": 4, "key": "actor/grad_norm", "kind": "verl",
                                     "source": "log:verl_console"}
     assert run.framework == "verl"
+
+
+def test_verls_sft_trainer_metrics_are_its_loss_and_grad_norm(tmp_path):
+    # verl/trainer/fsdp_sft_trainer.py logs train/loss, train/grad_norm, train/lr through the same
+    # `step:N - k:v` console (verl-project/verl#6319: the loss NaN from step 2, the grad norm 0.0)
+    log = "".join(
+        f"step:{n} - perf/max_memory_allocated_gb:41.29 - train/loss:nan - train/grad_norm:0.0 - train/lr:1e-06 - "
+        f"train/global_tokens:{70 + n}\n" for n in (2, 3, 4))
+    run = open_file_run(str(_log(tmp_path, log)))
+    assert run.metrics.get("loss").source == "verl:train/loss"
+    assert run.metrics.get("grad_norm").source == "verl:train/grad_norm"
+    assert list(run.metrics.get("lr").values) == pytest.approx([1e-06] * 3)
+
+
+def test_a_dpo_runs_log_probs_are_read_as_the_policys_log_probs(tmp_path):
+    # trl/trainer/dpo_trainer.py logs logps/chosen; NaN there under a loss of 0.0 (hiyouga/LlamaFactory#2078)
+    log = ("{'loss': 0.6931, 'learning_rate': 1e-05, 'rewards/chosen': 0.0, 'logps/chosen': -140.5, 'epoch': 0.01}\n"
+           "{'loss': 0.0, 'learning_rate': 1e-05, 'rewards/chosen': nan, 'logps/chosen': nan, 'epoch': 0.02}\n")
+    s = open_file_run(str(_log(tmp_path, log))).metrics.get("log_probs")
+    assert s.source == "hf_log:logps/chosen"
+    assert s.values[0] == pytest.approx(-140.5) and math.isnan(s.values[1])
+
+
+def test_a_callbacks_echo_of_the_trainers_record_is_one_step(tmp_path):
+    # LLaMA-Factory's LogCallback logs each record again, rounded, beside the Trainer's own print
+    # (llamafactory/train/callbacks.py; hiyouga/LlamaFactory#6286 and #2810): one step, not two
+    log = (
+        "[INFO|2024-12-08 01:09:59] llamafactory.train.callbacks:157 >> {'loss': 0.0000, 'learning_rate': 4.9985e-05, "
+        "'epoch': 0.03}\n"
+        "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4.998452110450943e-05, 'epoch': 0.03}\n"
+        "  1%|█▌        | 80/6249 [09:17<13:46:10,  8.04s/it][INFO|2024-12-08 01:11:13] llamafactory.train.callbacks:157 "
+        ">> {'loss': 0.0000, 'learning_rate': 4.9982e-05, 'epoch': 0.04}\n"
+        "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4.998223113110496e-05, 'epoch': 0.04}\n"
+        "03/12/2024 11:24:33 - INFO - llmtuner.extras.callbacks - {'loss': 0.0000, 'learning_rate': 4.9978e-05, "
+        "'epoch': 0.05}\n"
+        "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4.997783305842495e-05, 'epoch': 0.05}\n")
+    run = open_file_run(str(_log(tmp_path, log)))
+    assert list(run.metrics.get("loss").steps) == [1, 2, 3]
+    assert list(run.metrics.get("grad_norm").steps) == [1, 2, 3]
+    # records only a logger printed (the Trainer's own print turned off) are steps of their own
+    logged = "".join(f"[INFO|2024-12-08 01:1{i}:00] llamafactory.train.callbacks:157 >> {{'loss': 0.0000, "
+                     f"'learning_rate': 5e-05, 'epoch': 0.03}}\n" for i in range(3))
+    run = open_file_run(str(_log(tmp_path, logged, "logged.log")))
+    assert list(run.metrics.get("loss").steps) == [1, 2, 3]
+
+
+def test_a_record_pasted_without_its_opening_brace_is_read(tmp_path):
+    # gensyn-ai/rl-swarm#312: the copy starts at an item of the Trainer's dict; its reward and kl are read
+    log = ("'rewards/final_correctness_reward_func/std': 0.0, 'reward': 0.0679, 'reward_std': 0.0104, "
+           "'kl': 0.5806, 'epoch': 0.4}\n")
+    m = open_file_run(str(_log(tmp_path, log))).metrics
+    assert list(m.get("kl").values) == pytest.approx([0.5806])
+    assert list(m.get("reward").values) == pytest.approx([0.0679])
 
 
 # --- TRL / HF Trainer ----------------------------------------------------------------------

@@ -48,7 +48,9 @@ def recognisable(run: Run) -> bool:
     from triage.formats.ray_scheduling import holds_request
 
     # Ray's report of a request it cannot schedule: a job stuck at submission (OpenRLHF/OpenRLHF#516)
-    return any(holds_request(text) for text in run.pastes.values())
+    if any(holds_request(text) for text in run.pastes.values()):
+        return True
+    return run.paste_holds_traceback
 
 
 def triage_run(

@@ -220,6 +220,8 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         evidence = walk.findings[-1].evidence
         remedy = evidence["remedy"]
         flags = [f for f in evidence.get("flags") or [] if isinstance(f, str)]
+    if walk.verdict != INCONCLUSIVE:
+        remedy, flags = _framework_remedy(run, remedy, flags)
     report = Report(
         created_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         duration_s=round(duration_s, 4),
@@ -241,6 +243,28 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
     from triage.memory.enrich import enrich
 
     return enrich(report, run)  # changes since the last good run, confirmed history; records the verdict
+
+
+def _framework_remedy(run: Run, remedy: str, flags: list[str]) -> tuple[str, list[str]]:
+    """The catalog's remedy names slime's flags; another framework's run is told its own names for them
+    (args.yaml), and which of them it has no name for here, so that no flag it lacks is passed off as its
+    own (an OpenRLHF run was told `--offload` and `--colocate`)."""
+    from triage import frameworks
+
+    fw = frameworks.for_run(run.framework)
+    if fw is None or fw.name == "slime" or not flags:
+        return remedy, flags
+    flags, told, unnamed = fw.own_flags(flags)
+    # (a flag whose names the remedy already gives beside it needs no note: `num_generations` is written there)
+    notes = [f"`{flag}` is " + " or ".join(f"`{n}`" for n in names) for flag, names in told
+             if not all(n in remedy for n in names)]
+    if unnamed:
+        listed = ", ".join(f"`{u}`" for u in unnamed)
+        notes.append(f"{listed} {'is a slime flag' if len(unnamed) == 1 else 'are slime flags'} with no {fw.title} "
+                     "name known here")
+    if notes:
+        remedy = f"{remedy.rstrip()} In {fw.title}: " + "; ".join(notes) + "."
+    return remedy, flags
 
 
 def _inconclusive_remedy(run: Run, remedy: str, flags: list[str]) -> tuple[str, list[str]]:

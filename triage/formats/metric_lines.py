@@ -231,6 +231,13 @@ def parse_framework_metric(msg: str) -> MetricRecord | None:
         rec = _dict_line(msg)
         if rec is not None:
             return rec
+    elif msg[:1] in ("'", '"') and ("': " in msg or '": ' in msg):
+        # a record pasted without its opening brace, the copy starting at an item (gensyn-ai/rl-swarm#312:
+        # `'rewards/…/std': 0.0, … 'reward': 0.0679, 'kl': 0.5806, 'epoch': 0.4}`)
+        body = msg.rstrip().rstrip(",")
+        rec = _dict_line("{" + body + ("" if body.endswith("}") else "}"))
+        if rec is not None:
+            return rec
     if "elapsed time per iteration" in msg:  # in every version's line; `consumed samples:` came later
         rec = _megatron(msg)
         if rec is not None:

@@ -25,6 +25,7 @@ fragments whose ESC byte was lost (`[36m`) are stripped like whole codes.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import re
 import zlib
@@ -48,7 +49,7 @@ from triage.formats.log_index import (
     TimerStats,
     Traceback,
 )
-from triage.formats.metric_lines import GRAMMAR_FRAMEWORK, Unparsed, parse_framework_metric
+from triage.formats.metric_lines import GRAMMAR_FRAMEWORK, MetricRecord, Unparsed, parse_framework_metric
 from triage.formats.pyrepr import parse_metric_record
 
 try:  # optional: one multi-pattern pass per chunk instead of one pass per marker
@@ -78,6 +79,18 @@ SAMPLE_LINES = 200  # lines read at the head and tail of each file for its forma
 MAX_UNPARSED_SAMPLES = 3
 HEAD_TEXT_CHARS = 64 << 10  # head-of-log text kept for recognising a framework by its markers
 MAX_LIST_INDENT = 8  # a paste nested in a Markdown list item is shifted by a few spaces (THUDM/slime#1217)
+# A callback's echo of the HF Trainer's record is printed beside it: on the line before or after, or one
+# further when a progress bar's line comes between (hiyouga/LlamaFactory#6286)
+ECHO_LINES = 2
+# LLaMA-Factory's LogCallback prints the loss to 4 decimals, the learning rate to 5 significant digits and
+# the epoch to 2 decimals (llamafactory/train/callbacks.py; llmtuner/extras/callbacks.py): values within
+# these of the Trainer's own are the same number
+ECHO_EPOCH_TOLERANCE = 0.005
+ECHO_RELATIVE_TOLERANCE = 1e-4
+ECHO_ABSOLUTE_TOLERANCE = 1e-4
+# a logger's prefix left before a printed dict (a progress bar glued in front of the line hid it from
+# the line's own format: `…6.74s/it][INFO|2024-12-08 01:10:34] llamafactory.train.callbacks:157 >> {`)
+_LOGGER_BEFORE_DICT = re.compile(r"\] [\w.]+:\d+ >> $| - (?:INFO|DEBUG|WARNING) - [\w.]+ - $")
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
 # what a line means, the scan only must not miss it.
@@ -561,6 +574,28 @@ def _normal_ts(ts: str, ms: str | None) -> str:
     return ts + "." + ms[1:] if ms else ts
 
 
+def _echoes(echo: dict[str, object], record: dict[str, object]) -> bool:
+    """Whether `echo` repeats `record` as a logger rounds it: fewer keys, all of them in `record`,
+    each value the same to the rounding (NaN matching NaN)."""
+    if not echo.keys() < record.keys():
+        return False
+    for key, value in echo.items():
+        other = record[key]
+        if not isinstance(value, (int, float)) or not isinstance(other, (int, float)):
+            if value != other:
+                return False
+            continue
+        if math.isnan(value) or math.isnan(other):
+            if not (math.isnan(value) and math.isnan(other)):
+                return False
+            continue
+        tolerance = ECHO_EPOCH_TOLERANCE if key == "epoch" else \
+            ECHO_ABSOLUTE_TOLERANCE + ECHO_RELATIVE_TOLERANCE * abs(other)
+        if not abs(value - other) <= tolerance:
+            return False
+    return True
+
+
 def strip_carrier(text: str) -> str:
     """What carried the line to the user, not what the job printed: the prefix a container runtime
     writes before each line of a pod's log file (CRI: `2025-07-25T07:53:08.217487+08:00 stdout F `) or
@@ -568,8 +603,13 @@ def strip_carrier(text: str) -> str:
     Docker Compose's service prefix (`outlines-server-1  | `), a launcher's task label (`srun
     --label`'s `0: `, `mpirun --tag-output`'s `[1,0]<stdout>:`), and a Markdown quote (`> `) or inline
     code's backticks a pasted comment keeps, and the indentation of a Markdown list item before Ray's
-    prefix (THUDM/slime#1217: `   (SGLangEngine pid=32887) [ts TP7 EP7] …` under a numbered item)."""
+    prefix (THUDM/slime#1217: `   (SGLangEngine pid=32887) [ts TP7 EP7] …` under a numbered item), and
+    W&B's `wandb: ERROR ` before each line of the traceback of a run its sweep agent ran (wandb/agents/
+    pyagent.py logs the run's exception through its logger: unslothai/unsloth-zoo#127)."""
     first = text[:1]
+    if first == "w" and text.startswith("wandb: ERROR") and text[12:13] in ("", " ", "\r", "\n"):
+        text = text[13:]
+        first = text[:1]
     if first == " ":
         body = text.lstrip(" ")
         if body[:1] == "(" and len(text) - len(body) <= MAX_LIST_INDENT and _RAY_PREFIX.match(body):
@@ -712,6 +752,10 @@ class _FileScan:
         self.tail_sample: bytes = b""  # the last bytes read, for the last timestamp
         self.head_left = SAMPLE_LINES  # head lines still to sample for the format and first timestamp
         self.grammar_counts: dict[str, int] = {}  # grammar -> records it read in this file
+        # an HF Trainer record a logger printed, held until the next record says whether it repeats it,
+        # and the last record the Trainer printed itself (`_hf_record`)
+        self.hf_pending: tuple[MetricRecord, int] | None = None
+        self.hf_last: tuple[dict[str, object], int] | None = None
         self.sniff = True  # the first chunk read is checked for binary data (not so for a later part)
 
     # -- reading ---------------------------------------------------------------
@@ -846,6 +890,7 @@ class _FileScan:
 
     def end_of_file(self) -> None:
         """What only the end of the file settles: the last timestamp, open tracebacks and blocks."""
+        self.flush_hf_pending()
         self._sample_tail()
         self._close_all_tracebacks()
         if self.walk == "dict" and self.walk_head is not None and self._salvage_cut_dict():
@@ -1033,7 +1078,8 @@ class _FileScan:
                 if not self._metric(m):
                     self._wrapped_or_unparsed(raw, m.group(0), line_no, marks)
                 return
-        if marks & _FW_MARK and self._framework_metric(msg, raw, line_no, marks):
+        if marks & _FW_MARK and self._framework_metric(msg, raw, line_no, marks,
+                                                          line.fmt is not None or line.level is not None):
             return
         if marks & _OTHER_MARK:
             if msg.startswith("Finish rollout:") or "Finish rollout: " in msg:
@@ -1084,8 +1130,9 @@ class _FileScan:
         if len(out.unparsed_samples) < MAX_UNPARSED_SAMPLES:
             out.unparsed_samples.append(f"{self.where}: {_cap(text.strip())[:300]}")
 
-    def _framework_metric(self, msg: str, raw: str, line_no: int, marks: int) -> bool:
-        """A verl / HF Trainer / ms-swift / OpenRLHF metric line; True when the line was one."""
+    def _framework_metric(self, msg: str, raw: str, line_no: int, marks: int, logged: bool = False) -> bool:
+        """A verl / HF Trainer / ms-swift / OpenRLHF metric line; True when the line was one. `logged`:
+        the line came through a logger's prefix (see `_hf_record`)."""
         try:
             rec = parse_framework_metric(msg)
         except Unparsed:
@@ -1093,15 +1140,51 @@ class _FileScan:
             return True
         if rec is None:
             return False
+        self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
+        fw = GRAMMAR_FRAMEWORK[rec.grammar]
+        self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
+        if rec.kind == "hf_log" and rec.index is None:
+            brace = msg.find("{")
+            self._hf_record(rec, line_no, logged or _LOGGER_BEFORE_DICT.search(msg, 0, max(brace, 0)) is not None)
+            return True
+        self._add_record(rec)
+        return True
+
+    def _add_record(self, rec: MetricRecord) -> None:
         ix = self.ix
         index = rec.index
         if index is None:
             index = ix.ordinals[rec.kind] = ix.ordinals.get(rec.kind, 0) + 1
         self.out.metrics.add(rec.kind, index, rec.values)
-        self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
-        fw = GRAMMAR_FRAMEWORK[rec.grammar]
-        ix.foreign_votes[fw] = ix.foreign_votes.get(fw, 0) + 1
-        return True
+
+    def _hf_record(self, rec: MetricRecord, line_no: int, logged: bool) -> None:
+        """An HF Trainer step record, once. A callback that logs the Trainer's record again through a logger
+        (LLaMA-Factory's LogCallback: `[INFO|ts] llamafactory.train.callbacks:157 >> {'loss': 0.0000, …}`
+        beside the Trainer's own `{'loss': 0.0, 'grad_norm': nan, …}`, hiyouga/LlamaFactory#6286, #2810)
+        printed one step twice, which numbered every step twice. A logged record is held until the next
+        one: a record printed within ECHO_LINES of it whose keys include its own and whose values agree
+        to its rounding makes it the echo, and it is dropped; otherwise it is a step of its own."""
+        pending = self.hf_pending
+        if logged:
+            last = self.hf_last
+            if last is not None and line_no - last[1] <= ECHO_LINES and _echoes(rec.values, last[0]):
+                return  # the echo after the Trainer's own line
+            self.flush_hf_pending()
+            self.hf_pending = (rec, line_no)
+            return
+        if pending is not None and line_no - pending[1] <= ECHO_LINES and _echoes(pending[0].values, rec.values):
+            self.hf_pending = None
+        else:
+            self.flush_hf_pending()
+        self._add_record(rec)
+        self.hf_last = (rec.values, line_no)
+
+    def flush_hf_pending(self) -> None:
+        if self.hf_pending is not None:
+            rec, line_no = self.hf_pending
+            self.hf_pending = None
+            self._add_record(rec)
+            self.hf_last = None
 
     def _signals(self, line: _Line, line_no: int, timer_done: bool = False) -> None:
         """Timers, placement-group waits, notable lines."""

@@ -61,9 +61,27 @@ _RAY_PREFIX = re.compile(
 _RANK_PREFIX = re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")
 # (`, in` with no function name: a `<module>` that a Markdown renderer took for an HTML tag)
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in(?: (?P<fn>.+))?)?\s*$')
+# the start of an indented frame line, whole or cut short by a terminal's width
+_FRAME_START = re.compile(r'^\s+File "')
+MAX_WRAPPED_FRAME_CHARS = 1000
 # a frame line that lost its indentation, as the first line of a paste copied from inside a traceback
 _CARETS = re.compile(r"^[\^~]+$")
 _BARE_FRAME = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+), in(?: (?P<fn>[\w<>.]+))?\s*$')
+# a frame line whose start the paste cut off (the paste begins mid-line: `/trl/trainer/grpo_trainer.py",
+# line 269, in __init__`, shibing624/MedicalGPT#444)
+_CUT_FRAME = re.compile(r'^(?P<file>[^"\s]*\.py)", line (?P<line>\d+), in (?P<fn>[\w<>.]+)\s*$')
+# IPython's (Jupyter, Colab, VS Code notebooks) traceback: a header `TypeError      Traceback (most recent
+# call last)`, then per frame `Cell In[6], line 14` (a cell) or `File PATH:LINE, in FUNC(ARGS)` (IPython >= 8),
+# `<ipython-input-6-…> in <module>` / `PATH in FUNC(ARGS)` (IPython 7), each over its numbered code lines
+# with the failing one marked (`---> 14`, and in VS Code `--> [512](file:///…)`); `(...)` elides lines
+# (ipython/ipython IPython/core/ultratb.py; unslothai/notebooks#16, unslothai/unsloth#4360)
+_IPY_FRAME = re.compile(
+    r"^(?:Cell In ?\[(?P<cell>\d*)\], line (?P<cline>\d+)"
+    r"|File (?P<file>\S.*?):(?P<line>\d+), in (?P<fn>[\w<>.]+)\("
+    r"|(?P<input><ipython-input-[\w-]+>) in (?P<ifn>[\w<>.]+)"
+    r"|(?P<file7>(?:/|~|[A-Za-z]:\\)\S*\.py) in (?P<fn7>[\w<>.]+)\()")
+_IPY_CODE = re.compile(r"^(?:-*> ?)?(?:\[\d+\]\([^)\s]*\)|\d+)(?:\s|$)|^\(\.\.\.\)|^-{20,}$")
+_IPY_HEADER = re.compile(r"^[A-Za-z_][\w.]*\s{2,}Traceback \(most recent call last\)")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::\s?(?P<msg>.*))?$")
 def _exception_line(text: str) -> re.Match[str] | None:
     """An exception line (`Type: message`), or a bare name when it is named like an exception."""
@@ -79,7 +97,8 @@ _CAUSE = "The above exception was the direct cause of the following exception:"
 _CONTEXT = "During handling of the above exception, another exception occurred:"
 # What starts a traceback: its header, Ray's wrapper, or (in a paste cut above its header, or
 # printed under a header another tool reworded) a frame line itself.
-_HOT = (b"Traceback", b"RayTaskError", b'File "')
+# (`", line ` also: a frame line a paste cut before its `File "`)
+_HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ')
 # step / rollout records: slime's `step 3: {`, `rollout 3: {`, verl's `step:3 - `, and the HF Trainer's
 # progress bar `| 37/1250 [05:12<2:50:51,  8.45s/it]` (its unit tells it from a datasets `Map` bar)
 _RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
@@ -154,8 +173,13 @@ class Chain:
 
     @property
     def root(self) -> Block:
-        """The first exception of the causal chain: the first block that is not a wrapper."""
-        return next((b for b in self.blocks if not b.is_wrapper and b.type), self.blocks[0])
+        """The first exception of the causal chain: the first block that is not a wrapper. When only
+        wrappers name a type, a remote traceback cut under its envelope (`RayTaskError(X): ray::…`,
+        then frames, and no exception line) is the root: the error's own words are not in the log."""
+        typed = next((b for b in self.blocks if not b.is_wrapper and b.type), None)
+        if typed is not None:
+            return typed
+        return next((b for b in self.blocks[1:] if b.type is None and b.link == "ray"), self.blocks[0])
 
     @property
     def where(self) -> str:
@@ -322,6 +346,8 @@ class _Open:
         self.step, self.rollout = step, rollout
         self.last_line = line_no
         self.code_next = False  # an unindented frame was read: its code line may be unindented too
+        self.wrapped: str | None = None  # a frame line cut short, waiting for the rest a terminal wrapped
+        self.ipython = False  # IPython's format: `File PATH:LINE, in FUNC(…)` frames over numbered code lines
         self.frame_indent = 2  # Python's; a paste shifted as a whole shifts the exception line with it
 
     def add_frame(self, frame: Frame) -> None:
@@ -382,9 +408,19 @@ class TracebackReader:
 
     def _region(self, data: bytes, line_no: int, final: bool = False, end: int | None = None) -> int:
         pos, end = 0, len(data) if end is None else end
+        # where each marker is next found (-1: not before `end`; -2: not searched yet): searched again
+        # only once the reading passed it, so a marker the stretch does not hold is not searched for
+        # again at every traceback
+        nxt = [-2] * len(_HOT)
         while pos < end:
             if not self.open:
-                hot = min((i for i in (data.find(m, pos) for m in _HOT) if i >= 0), default=-1)
+                hot = -1
+                for k, marker in enumerate(_HOT):
+                    i = nxt[k]
+                    if i != -1 and i < pos:
+                        i = nxt[k] = data.find(marker, pos, end)
+                    if i >= 0 and (hot < 0 or i < hot):
+                        hot = i
                 if hot < 0:
                     self._records(data, pos, end)
                     return line_no + data.count(b"\n", pos, end) + (1 if final and not data.endswith(b"\n") else 0)
@@ -420,6 +456,16 @@ class TracebackReader:
         text, origin, repeated = split_origin(raw)
         key = (origin.actor, origin.pid, origin.rank)
         tb = self.open.get(key)
+        if tb is None and key != (None, None, None) and (None, None, None) in self.open:
+            # a traceback whose first lines were pasted without the prefix the rest carries (a header, or
+            # a frame, above `[rank0]:` lines: AkaliKong/MiniOneRec#15, shibing624/MedicalGPT#444): one
+            # traceback, the prefixed process's, when its lines follow on
+            bare = self.open[(None, None, None)]
+            if bare.state == "frames" and bare.last_line == line_no - 1 and key not in self.open and (
+                    text[:1] in (" ", "\t") or _exception_line(text.strip())):
+                del self.open[(None, None, None)]
+                bare.origin = origin
+                tb = self.open[key] = bare
         if tb is None and key == (None, None, None) and self.open:
             # an exception line printed (or pasted) without the prefix its frames carried, right
             # below them: the one traceback whose frames end on the line above is its owner
@@ -441,11 +487,20 @@ class TracebackReader:
                 if origin.rank is None and (r := _HEAD_RANK.search(text)):
                     origin = Origin(origin.actor, origin.pid, origin.ip, int(r.group(1) or r.group(2)))
                 self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+                self.open[key].ipython = bool(_IPY_HEADER.match(body.strip()))
             elif (f := _FRAME.match(text) if text[:1] in (" ", "\t") else _BARE_FRAME.match(text)):
                 # a traceback whose header was cut off or reworded: its frames start it
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
                 tb.add_frame(Frame(f.group("file"), int(f.group("line")), (f.group("fn") or "?").strip()))
                 tb.code_next = text[:1] not in (" ", "\t")
+            elif '", line ' in text and (f := _CUT_FRAME.match(text)):
+                tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+                tb.add_frame(Frame(f.group("file"), int(f.group("line")), f.group("fn")))
+            elif text[:5] == "File " and (f := _IPY_FRAME.match(text)):
+                # a notebook's traceback pasted from below its header (unslothai/unsloth#4360)
+                tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+                tb.ipython = True
+                tb.add_frame(_ipython_frame(f))
             elif (w := _RAY_WRAP.match(body.strip())) and w.group("kind") == "RayTaskError" and _RAY_HEADER.search(body):
                 # a wrapped remote error printed without the driver's own traceback
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
@@ -463,9 +518,28 @@ class TracebackReader:
     def _in_block(self, key: tuple, tb: _Open, text: str, line_no: int, repeated: int) -> None:
         if not text.strip():
             return
+        if tb.wrapped is not None:
+            # a frame line a terminal wrapped at its width (alibaba/ROLL#348): the rest follows unindented
+            # (the rest starts at the line's first column; an indented line is the frame's code line)
+            head, tb.wrapped = tb.wrapped, None
+            if text[:1] not in (" ", "\t"):
+                joined = head + (" " if head.endswith(", in") else "") + text.strip()
+                m = _FRAME.match(joined)
+                if m and m.group("fn"):
+                    tb.add_frame(Frame(m.group("file"), int(m.group("line")), m.group("fn").strip()))
+                    return
+                if len(joined) < MAX_WRAPPED_FRAME_CHARS and not m and not _exception_line(text.strip()):
+                    tb.wrapped = joined  # wrapped more than once
+                    return
+            self._flush_wrapped(tb, head)  # not wrapped after all: the frame as it was, then this line
         if text[:1] in (" ", "\t"):
             m = _FRAME.match(text)
             indent = len(text) - len(text.lstrip())
+            if (not m or not m.group("fn")) and _FRAME_START.match(text):
+                tb.wrapped = text.rstrip()  # a frame line cut short: the terminal may have wrapped it
+                if not tb.frames:
+                    tb.frame_indent = indent
+                return
             if m:
                 if not tb.frames:
                     tb.frame_indent = indent
@@ -476,6 +550,12 @@ class TracebackReader:
             # less indented than the frames: the exception line of a traceback pasted with every line
             # shifted (verl-project/verl#4676: frames at 3 spaces, the exception at 1); read below
         stripped = text.strip()
+        if tb.ipython:
+            if f := _IPY_FRAME.match(stripped):
+                tb.add_frame(_ipython_frame(f))
+                return
+            if _IPY_CODE.match(stripped):
+                return  # a numbered code line, the marked one, an elision, or the rule above the header
         # a traceback that lost its indentation (a paste, or a prefix that ate it): bare frames,
         # the code line right under each, and `^^^^` markers
         if m := _BARE_FRAME.match(stripped):
@@ -544,9 +624,20 @@ class TracebackReader:
         self._close(key)
         self.feed(line_no, raw)  # the line starts something else: read it afresh
 
-    def _close(self, key: tuple, cut: bool = False) -> None:
+    @staticmethod
+    def _flush_wrapped(tb: _Open, head: str) -> None:
+        if m := _FRAME.match(head):
+            tb.add_frame(Frame(m.group("file"), int(m.group("line")), (m.group("fn") or "?").strip()))
+
+    def _close(self, key: tuple, cut: bool = False, at_end: bool = False) -> None:
         tb = self.open.pop(key)
+        if tb.wrapped is not None:
+            self._flush_wrapped(tb, tb.wrapped)
+            tb.wrapped = None
         if cut and tb.state == "frames" and (tb.frames or not tb.blocks):
+            tb.close_block(None, "", tb.last_line)
+        elif at_end and tb.state == "frames" and tb.link == "ray":
+            # the file ends right under Ray's envelope: the remote traceback it announces was cut off
             tb.close_block(None, "", tb.last_line)
         if not tb.blocks:
             return
@@ -587,7 +678,18 @@ class TracebackReader:
 
     def finish(self) -> None:
         for key in list(self.open):
-            self._close(key, cut=True)
+            self._close(key, cut=True, at_end=True)
+
+
+def _ipython_frame(m: re.Match[str]) -> Frame:
+    """A frame of IPython's traceback (a cell's, a file's, or IPython 7's without a line number: 0)."""
+    if m.group("cline") is not None:
+        return Frame(f"Cell In[{m.group('cell')}]", int(m.group("cline")), "<cell>")
+    if m.group("file") is not None:
+        return Frame(m.group("file"), int(m.group("line")), m.group("fn"))
+    if m.group("input") is not None:
+        return Frame(m.group("input"), 0, m.group("ifn"))
+    return Frame(m.group("file7"), 0, m.group("fn7"))
 
 
 def went_on_after(reader: TracebackReader, chain: Chain, records: float) -> bool:
@@ -603,9 +705,10 @@ def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | Non
     """The first traceback the reader holds that was cut before its exception line (a paste that
     stops inside the frames, often above its header too), in `paths` when given, unless the job
     logged more than `went_on` steps after it (a stack it printed and went on from). With
-    `header_alone`, also one cut right under its header, before any frame."""
+    `header_alone`, also one cut right under its header, before any frame. A remote traceback cut right
+    under Ray's envelope is cut whatever `header_alone` says: the envelope names the task, not the error."""
     found = [g.first for g in reader.groups.values()
-             if not g.first.root.type and (g.first.root.frames or header_alone)
+             if not g.first.root.type and (g.first.root.frames or header_alone or g.first.root.link == "ray")
              and (paths is None or g.first.path in paths) and not went_on_after(reader, g.first, went_on)]
     return min(found, key=lambda c: (c.path, c.start_line)) if found else None
 

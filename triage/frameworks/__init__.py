@@ -97,6 +97,36 @@ class Framework:
         return out
 
 
+    def own_flags(self, flags: list[str]) -> tuple[list[str], list[tuple[str, tuple[str, ...]]], list[str]]:
+        """The catalog's remedy flags as this framework names them (args.yaml). The catalog writes slime's
+        command-line flags (`--lr`) beside other frameworks' own keys (`num_generations`): a slime flag becomes
+        this framework's names where args.yaml maps it, and another framework's key that this one does not
+        take is dropped. Returns (flags, [(slime flag, own names)], [slime flags with no name here])."""
+        own = self.arg_names()
+        vocabulary = arg_vocabulary()
+        canonical = canonical_arg_names()
+        out: list[str] = []
+        told: list[tuple[str, tuple[str, ...]]] = []
+        unnamed: list[str] = []
+        for flag in flags:
+            if flag.startswith("--"):
+                word = flag.split()[0]
+                names = own.get(canonical.get(word[2:].replace("-", "_"), ""))
+                if names:
+                    told.append((word, names))
+                    out.extend(n for n in names if n not in out)
+                else:
+                    unnamed.append(word)
+                continue
+            key = flag.replace("-", "_")
+            row = vocabulary.get(canonical.get(key, ""), {})
+            if row and not any(key in cell["names"] for fw, cell in row.items() if fw in (self.name, "slime")):
+                continue  # another framework's own key (verl's `actor_rollout_ref.rollout.n` to a TRL run)
+            if flag not in out:
+                out.append(flag)
+        return out, told, unnamed
+
+
 def _load_table(name: str, list_key: str) -> dict[str, dict[str, dict]]:
     path = HERE / name
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -90,6 +90,13 @@ class Run:
         return read_tracebacks(list(self.artifacts.logs))
 
     @cached_property
+    def paste_holds_traceback(self) -> bool:
+        """Whether a paste-sized log holds a traceback only the traceback reader knows: a notebook's
+        (IPython's format), pasted from below its header and cut above its exception (unslothai/unsloth#4360).
+        A large log is not read for this: its own lines answer whether it holds a job."""
+        return bool(self.pastes) and bool(self.tracebacks.groups)
+
+    @cached_property
     def pastes(self) -> dict[str, str]:
         """The text of each log small enough to be a paste (`pasted_table.PASTE_BYTES`), read once for
         the readers that look at a paste as a whole (tables, a pasted command, frames around an OOM)."""
