@@ -83,6 +83,10 @@ TRAIN_FILE = re.compile(r"(?:^|[/\\])(?:train(?:er|ing)?(?:_\w+)?|actor|loss|mod
 # Megatron-LM's own tree (megatron/training.py, megatron/checkpointing.py before megatron.core) and its
 # entry scripts (pretrain_gpt.py): training code wherever the frame is (intelligent-machine-learning/dlrover#977)
 MEGATRON_FILE = re.compile(r"(?:^|[/\\])(?:megatron[/\\](?!core[/\\])\w+\.py$|pretrain_\w+\.py$)")
+# the HF Trainer's loop and the trainers built on it: transformers/trainer.py, trl/trainer/*, unsloth's compiled
+# trainers (unsloth_compiled_cache/UnslothGRPOTrainer.py): a single-process run's training code, no driver's
+# (huggingface/trl#3394, unslothai/unsloth#2354)
+HF_TRAINER_FILE = re.compile(r"(?:^|[/\\])(?:transformers[/\\]trainer\.py$|trl[/\\]trainer[/\\]|Unsloth\w*Trainer\.py$)")
 
 
 def _app_frames(chain: Chain) -> list[Frame]:
@@ -136,8 +140,8 @@ def component_of(chain: Chain) -> tuple[str, str]:
     if proc.rank is not None or chain.origin.rank is not None:
         return "trainer", "printed by a torch rank (rank-prefixed lines)"
     if any(p in TRAIN_PACKAGES for p in packages) or any(TRAIN_FILE.search(f.file) for f in app[-3:]) \
-            or any(MEGATRON_FILE.search(f.file) for f in frames):
-        return "trainer", "training frames (Megatron / DeepSpeed / the trainer's files)"
+            or any(MEGATRON_FILE.search(f.file) or HF_TRAINER_FILE.search(f.file) for f in frames):
+        return "trainer", "training frames (Megatron / DeepSpeed / the HF Trainer / the trainer's files)"
     return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
 
 

@@ -149,6 +149,15 @@ FATAL_LINE = re.compile(
     # NCCL's init refusing two ranks on one GPU (init.cc: `Duplicate GPU detected : rank 1 and rank 0 both on
     # CUDA device 40`, ncclInvalidUsage)
     r"|NCCL WARN Cuda failure\b|NCCL WARN Duplicate GPU detected\b"
+    # torch's report of an NCCL call that failed on this rank (`NCCL error in: …NCCLUtils.hpp:268, unhandled
+    # cuda error`, then NCCL's own name of the result: `ncclUnhandledCudaError: Call to CUDA function failed.`),
+    # also when a caller logs it without the exception's type (SGLang's `Failed to initialize custom process
+    # group: NCCL error in: …`, areal-project/AReaL#177)
+    r"|\bNCCL error in: \S|^nccl(?:UnhandledCuda|System|Internal|Remote)Error: "
+    # torch_memory_saver's checks print the failed CUDA call and exit the process (`[torch_memory_saver.cpp]
+    # CUresult error  result=1 file=csrc/torch_memory_saver.cpp func=resume`, fzyzcjy/torch_memory_saver#35,
+    # verl-project/verl#1911; `CUresult error: 1 (invalid argument) … func=free`, THUDM/slime#1895)
+    r"|\[torch_memory_saver\.cpp\] \w+ error\b"
     # Hydra's report of the exception that ended the app (hydra/_internal/utils.py, run_and_report),
     # printed right before its traceback: verl's entry points run under Hydra
     r"|^Error executing job with overrides: "
@@ -609,7 +618,8 @@ def node_of(line: LogLine) -> str | None:
     return None
 
 
-_RANK_OF = re.compile(r"\b(?:default)?[Rr]ank[ =:\[]*(\d+)")
+# (also torch elastic's `local_rank: 3` in its summary of a failed worker: modelscope/ms-swift#4867)
+_RANK_OF = re.compile(r"(?:\b|local_)(?:default)?[Rr]ank[ =:\[]*(\d+)")
 
 
 def rank_of(line: LogLine) -> int | None:

@@ -253,6 +253,13 @@ def test_normalised_signature_masks_numbers_paths_and_addresses():
     a = normalise("tensor at 0x7f51a2b3c4d0 on rank 3: /root/ckpt/iter_0000012/x.pt has 4096 rows")
     b = normalise("tensor at 0x7f00deadbeef on rank 17: /mnt/other/iter_0000099/y.pt has 8192 rows")
     assert a == b
+    # torch's advice under a CUDA error, whole or cut where a paste ended (verl-project/verl#4145, #6690)
+    whole = normalise("CUDA error: invalid argument CUDA kernel errors might be asynchronously reported at some other "
+                      "API call. For debugging consider passing CUDA_LAUNCH_BLOCKING=1 Compile with `TORCH_USE_CUDA_DSA` "
+                      "to enable device-side assertions.")
+    cut = normalise("CUDA error: invalid argument CUDA kernel errors might be asynchronously reported at some other "
+                    "API call. For debugging consider passing CUDA_LAUNCH_BLOCKING=1 Compile with `TORCH_USE_CUDA_D")
+    assert whole == cut == normalise("CUDA error: invalid argument")
 
 
 @pytest.mark.parametrize(("name", "log", "component", "exc", "rank", "node", "frame", "when"), COMPONENTS,
@@ -442,6 +449,10 @@ def test_frame_lines_a_terminal_wrapped_at_its_width_are_joined(tmp_path):
     assert [(f.file.rsplit("/", 1)[-1], f.line, f.function) for f in frames] == [
         ("start_rlvr_vl_custom_pipeline.py", 34, "<module>"), ("_contextlib.py", 116, "decorate_context"),
         ("rlvr_custom_vlm_pipeline.py", 524, "run")]
+    # a frame whose function a Markdown renderer ate (`<module>`) is no wrap: the exception under it stays one
+    tb = read_text('Traceback (most recent call last):\n  File "pretrain_gpt.py", line 28, in\nKeyError: \'a\'\n')
+    root = next(iter(tb.groups.values())).first.root
+    assert (root.type, root.message, [f.line for f in root.frames]) == ("KeyError", "'a'", [28])
 
 
 def test_a_gzipped_log_is_read_the_same(tmp_path):
@@ -719,6 +730,15 @@ def test_vllms_logger_prefix_on_each_traceback_line_is_read_through():
      "    res = requests.post(url + request_name, json=json_data, headers=headers, timeout=600)\n"
      "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='0.0.0.0', port=8000): Read timed out.\n",
      "inference engine"),
+    # huggingface/trl#3394: one process, the HF Trainer's loop and TRL's trainer; no driver anywhere
+    ("Traceback (most recent call last):\n"
+     '  File "/home/u/train_grpo.py", line 40, in <module>\n'
+     "    trainer.train()\n"
+     '  File "/env/lib/python3.11/site-packages/transformers/trainer.py", line 2245, in train\n'
+     "    return inner_training_loop(\n"
+     '  File "/env/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", line 981, in _prepare_inputs\n'
+     "    inputs = self._generate_and_score_completions(inputs)\n"
+     "ValueError: not enough values to unpack (expected 2, got 1)\n", "trainer"),
 ])
 def test_a_bare_paste_names_its_component_by_the_frames(tmp_path, log, component):
     _, obs = locate(tmp_path, log)

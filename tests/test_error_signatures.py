@@ -467,12 +467,8 @@ FIELD_CASES = [
     # torch quoting the NCCL proxy's failed connect under `Last error:`, without NCCL's WARN prefix (verl-project/verl#108)
     ("network_failure", "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
      "error.\nLast error:\n[Service thread] Error encountered progressing operation=Connect, res=3, closing connection\n"),
-    # torch.distributed's rendezvous: the store timing out on the ranks that never joined (hiyouga/LlamaFactory#5587,
-    # modelscope/ms-swift#3343), a connect timeout a paste cut mid-word (hiyouga/LlamaFactory#6575), a master's
+    # torch.distributed's rendezvous: a connect timeout a paste cut mid-word (hiyouga/LlamaFactory#6575), a master's
     # host name that does not resolve in an Alpine-based image (modelscope/ms-swift#6368)
-    ("network_failure", "torch.distributed.DistStoreError: Socket Timeout\n"),
-    ("network_failure", "[W228 18:45:15.741177013 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=11, "
-     "addr=[node-a]:38674, remote=[::ffff:33.148.62.162]:23456) timed out after 900000ms\n"),
     ("network_failure", "[E108 20:04:34.467642512 socket.cpp:957] [c10d] The client socket has timed out after 900s whi\n"),
     ("network_failure", "socket.gaierror: [Errno -2] Name does not resolve\n"),
     # vLLM's weight loader refusing a PEFT-prefixed name in ROLL's weight update (alibaba/ROLL#418), and
@@ -517,8 +513,30 @@ def test_a_taken_rendezvous_port_is_told_its_own_remedy_and_an_engines_port_is_n
     assert ev["signature"] == "address_in_use" and "remedy" not in ev
 
 
+def test_an_illegal_memory_access_the_trainer_raised_is_no_engine_out_of_memory(tmp_path):
+    # OpenRLHF/OpenRLHF#1194: raised in the trainer actor, in torch's stream synchronize (a model's kernel bug);
+    # the catalog's engine OOM is the engine's (004: SGLang's illegal access under memory pressure)
+    log = ("ray.exceptions.RayTaskError(AcceleratorError): ray::PPOTrainer.fit() (pid=6704, ip=10.0.0.3, "
+           "actor_id=5b1c, repr=<openrlhf.trainer.ppo_trainer.PPOTrainer object at 0x7f>)\n"
+           '  File "/usr/local/lib/python3.12/dist-packages/torch/cuda/streams.py", line 245, in synchronize\n'
+           "    super().synchronize()\n"
+           "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error", obs.summary
+    engine = ("[2026-03-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+              '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2512, in run_scheduler_process\n'
+              "    scheduler.event_loop_overlap()\n"
+              "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert examine(tmp_path, engine).outcome == "illegal_memory_access"
+
+
 # Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
 NEAR_MISSES = [
+    # a store client waiting on its peers says they did not answer, not that the network failed: TRL's client
+    # of its vLLM server timed out so mid-run (huggingface/trl#3157), as a rendezvous whose peers never came does
+    ("network_failure", "[rank0]:[W326 22:36:28.884350096 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=60, "
+     "addr=[::ffff:127.0.0.1]:52894, remote=[::ffff:10.0.0.2]:2490) timed out after 300000ms\n"),
+    ("network_failure", "torch.distributed.DistStoreError: Socket Timeout\n"),
     # transformers tokenization_utils_base.py: a tokenizer warning, the trainer truncates afterwards
     ("sample_too_long", "Token indices sequence length is longer than the specified maximum sequence length for this model "
      "(121 > 77). Running this sequence through the model will result in indexing errors\n"),
@@ -1105,6 +1123,13 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     "[rank1]: AssertionError\n",
     # SGLang's scheduler watchdog, the hang that comes before the engine's sigquit (sgl-project/sglang#3752)
     "[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)\n",
+    # torch_memory_saver's failed CUDA call, after which it exits (fzyzcjy/torch_memory_saver#35, THUDM/slime#1895)
+    "[torch_memory_saver.cpp] CUresult error  result=1 file=csrc/torch_memory_saver.cpp func=resume line=214\n",
+    "[torch_memory_saver.cpp] CUresult error: 1 (invalid argument)  file=csrc/core.cpp func=free line=81\n",
+    # an NCCL call's failure logged by its caller without the exception's type (areal-project/AReaL#177)
+    "[2025-07-15 02:18:13] Failed to initialize custom process group: NCCL error in: /pytorch/torch/csrc/distributed/"
+    "c10d/NCCLUtils.hpp:268, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n",
+    "ncclUnhandledCudaError: Call to CUDA function failed.\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)
@@ -1153,6 +1178,7 @@ def test_hydras_header_gives_way_to_the_error_its_traceback_ends_on(tmp_path):
     "> ",  # a quoted GitHub comment
     "outlines-server-1  | ",  # Docker Compose's service prefix (sgl-project/sglang#203)
     "wandb: ERROR ",  # W&B's sweep agent logging a run's traceback (unslothai/unsloth-zoo#127)
+    "[2025-12-18T16:24:02+08:00] rl-qwen3-8b-20251218-3da56-cfcd2 >> ",  # a log collector's pod prefix (THUDM/slime#1177)
 ])
 def test_what_carried_a_line_is_stripped_before_it_is_read(tmp_path, prefix):
     log = prefix + "[2025-07-25 07:53:08 TP2] Scheduler hit an exception: Traceback (most recent call last):\n" + \

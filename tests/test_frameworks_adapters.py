@@ -524,6 +524,9 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
     ("2025-03-26 05:53:13 - INFO - trl.extras.vllm_client - Server is not up yet. Retrying in 2.0 seconds...", "trl"),
     ("NPROC_PER_NODE=8 megatron rlhf --rlhf_type grpo \\", "ms_swift"),  # modelscope/ms-swift#8017
     ("[INFO:swift] Memory cleanup attempt 1: Freed 0.00 GB reserved", "ms_swift"),  # modelscope/ms-swift#6962
+    # verl's environment report (scripts/diagnose.py) and its vLLM server actor (verl-project/verl#7416, #6608)
+    ("----------verl Info-----------\nVersion      : 0.9.0", "verl"),
+    ("(vLLMHttpServer pid=3847687) (Worker_TP1 pid=3849557) ERROR 06-04 22:25:57 [multiproc_executor.py:932] x", "verl"),
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):
     assert frameworks.detect(text).name == framework
@@ -535,6 +538,8 @@ def test_each_frameworks_field_markers_name_it(text, framework):
     ('File "/root/slime/slime/backends/megatron_utils/actor.py", line 259, in train', "slime"),
     ("2026-08-01 10:00:00 | INFO     | relax.components.trainer:88 - step 1", "relax"),
     ("(MegatronTrainRayActor pid=12) [2026-08-01 10:00:00] actor.py:1 - Finish rollout", "slime"),  # no package named
+    # a checkout named as the project spells itself (redai-studio/Relax#44's launch script)
+    ("(MegatronTrainRayActor pid=12) export MODEL_CONFIG_DIR=${MODEL_DIR}/Relax/scripts/models", "relax"),
 ])
 def test_a_family_adapter_names_the_member_its_paths_name(tmp_path, text, member):
     from triage.formats.slime_log import scan_logs

@@ -302,3 +302,22 @@ def test_a_pasted_config_call_from_a_script_is_read(tmp_path):
         encoding="utf-8")
     args = open_run(str(tmp_path)).args
     assert args.get("batch_size") == 512 and args.source_of("batch_size") == "python_config"
+
+
+def test_a_config_call_pasted_under_prose_is_read(tmp_path):
+    # unslothai/unsloth#4189: a sentence, then the call with comments (one holding a parenthesis); the prose makes
+    # the paste no Python, the call itself is read
+    (tmp_path / "job.log").write_text(
+        "Running on cloud, one A100 GPU, GRPOTrainer. Completion Length ends up being > max completion length.\n\n"
+        "training_args = GRPOConfig(\n"
+        "    use_vllm = True, # vLLM colocate mode (requires fast_inference=True\n"
+        "    learning_rate = 5e-6,\n"
+        "    per_device_train_batch_size = 8,\n"
+        "    num_generations = 4, # Decrease if out of memory\n"
+        "    report_to = \"wandb\",\n"
+        ")\n"
+        "and it still happens (see above)\n",
+        encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("num_generations") == 4 and args.get("learning_rate") == 5e-6
+    assert args.source_of("num_generations") == "python_config"

@@ -64,8 +64,8 @@ def triage_run(
         files = ", ".join(str(p.relative_to(run.root)) if p.is_relative_to(run.root) else p.name
                           for p in run.artifacts.logs[:3])
         raise BadInput(f"nothing in {run.root} reads as a training run: {files or 'no file'} held no metric record, "
-                       "argument, traceback, error line, timestamp or framework marker (expected a job log, "
-                       "trainer_state.json, dumps, checkpoints, TensorBoard / W&B files or a triage.yaml)")
+                       "argument, traceback, error line, timestamp or framework marker that the triage reads "
+                       "(expected a job log, trainer_state.json, dumps, checkpoints, TensorBoard / W&B files or a triage.yaml)")
     notes = []
     if run.status == "running":
         notes.append("the job is still running: triaged on what it has written so far")

@@ -17,6 +17,9 @@ from __future__ import annotations
 from triage import safe_io
 
 import ast
+import io
+import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +109,57 @@ def read_python_config(path: str | Path) -> PythonConfig:
     if b"\x00" in data:
         raise CorruptArtifact(p, "training script is binary, expected Python source")
     return parse_python_config(data.decode("utf-8", "replace"), p)
+
+
+# a config call inside a paste that is not whole Python (prose around it, other snippets): at most this
+# many characters are read from the class name on for its closing parenthesis
+MAX_CALL_CHARS = 64 << 10
+_CALL_START = re.compile(r"\b(?:" + "|".join(sorted(CONFIG_CLASSES)) + r")\s*\(")
+
+
+def _call_end(text: str) -> int | None:
+    """Where the call that starts `text` closes (after its `)`), read with Python's tokenizer, so that
+    parentheses inside strings and comments do not count; None when it does not close."""
+    depth = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+                if depth == 0:
+                    line, col = tok.end
+                    return _offset(text, line, col)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return None
+
+
+def _offset(text: str, line: int, col: int) -> int:
+    pos = 0
+    for _ in range(line - 1):
+        pos = text.index("\n", pos) + 1
+    return pos + col
+
+
+def config_calls_in(text: str, path: str | Path = "<paste>") -> PythonConfig:
+    """The config calls a paste holds amid prose or other code (modelscope/unslothai issue threads paste
+    `training_args = GRPOConfig(` … `)` under a sentence: unslothai/unsloth#4189, huggingface/trl#3306):
+    each call, from its class name to its closing parenthesis, read as one expression."""
+    out = PythonConfig(str(path))
+    for m in _CALL_START.finditer(text):
+        chunk = text[m.start(): m.start() + MAX_CALL_CHARS]
+        end = _call_end(chunk)
+        if end is None:
+            continue
+        try:
+            found = parse_python_config(chunk[:end], path)
+        except CorruptArtifact:
+            continue
+        out.classes.extend(found.classes)
+        out.unknown.extend(found.unknown)
+        out.values.update(found.values)
+    return out
 
 
 def mentions_config(head: bytes) -> bool:

@@ -340,7 +340,7 @@ def _pasted_arguments(run: Run, layer) -> None:
     from triage.formats.launch_script import pasted_script_arguments
 
     from triage.formats.hydra_overrides import pasted_config
-    from triage.formats.python_config import mentions_config, parse_python_config
+    from triage.formats.python_config import config_calls_in, mentions_config, parse_python_config
 
     for where, text in run.pastes.items():
         config = pasted_config(text)
@@ -356,7 +356,11 @@ def _pasted_arguments(run: Run, layer) -> None:
                 layer(parse_python_config(text, where).values, PYTHON_CONFIG)
                 continue
             except CorruptArtifact:
-                pass  # a snippet that is not whole Python: the log beside it is still read
+                # not whole Python: the calls themselves, amid the prose; the log beside them is still read
+                calls = config_calls_in(text, where)
+                if calls.values:
+                    layer(calls.values, PYTHON_CONFIG)
+                    continue
         found = pasted_script_arguments(text, where)
         if found is not None:
             flags, overrides = found

@@ -204,6 +204,9 @@ _CRI_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d
 # (`2024-12-23T10:09:14.717696906Z ValueError: …`, axolotl-ai-cloud/axolotl#2218); an application's own
 # ISO timestamps rarely carry more than milliseconds
 _TIMESTAMPS_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}(?:Z|[+-]\d\d:\d\d) ")
+# a cluster's log collector putting the time and the pod before each line it gathered, then ` >> `
+# (`[2025-12-18T16:24:02+08:00] <pod name> >> (SGLangEngine pid=3111) …`, THUDM/slime#1177)
+_COLLECTOR_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] [\w.:-]+ >> ")
 # Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
 _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
 # Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
@@ -497,6 +500,10 @@ class _Index:
         slime_family = v["relax"] + v["miles"] + v["slime"] + v["bare_metrics"]
         if foreign[0] is not None and foreign[1] >= slime_family:
             out.framework = self._member_of(foreign[0])
+            if foreign[0] == "hf_trainer":
+                # the Trainer's printed dicts are also what a framework built on it prints: its own markers
+                # name it (ms-swift's `[INFO:swift] ` over `{'loss': …, 'global_step': 1}`, modelscope/ms-swift#1230)
+                out.framework = self._framework_printing("hf_dict") or out.framework
         elif v["relax"]:
             out.framework = "relax"
         elif v["miles"] and v["miles"] >= v["slime"]:
@@ -520,6 +527,16 @@ class _Index:
         fw = detect(text)
         if fw is None:
             return "unknown"
+        return fw.member(text)
+
+    def _framework_printing(self, grammar: str) -> str | None:
+        """The framework the log's markers name, other than the grammar's own, when it prints that grammar too."""
+        from triage.frameworks import detect
+
+        text = self._marker_text()
+        fw = detect(text)
+        if fw is None or GRAMMAR_FRAMEWORK.get(grammar) in fw.run_names or grammar not in fw.metric_grammars:
+            return None
         return fw.member(text)
 
     def _member_of(self, name: str) -> str:
@@ -605,11 +622,17 @@ def strip_carrier(text: str) -> str:
     code's backticks a pasted comment keeps, and the indentation of a Markdown list item before Ray's
     prefix (THUDM/slime#1217: `   (SGLangEngine pid=32887) [ts TP7 EP7] …` under a numbered item), and
     W&B's `wandb: ERROR ` before each line of the traceback of a run its sweep agent ran (wandb/agents/
-    pyagent.py logs the run's exception through its logger: unslothai/unsloth-zoo#127)."""
+    pyagent.py logs the run's exception through its logger: unslothai/unsloth-zoo#127), and a cluster's
+    log collector's `[<ISO time>] <pod> >> ` (THUDM/slime#1177)."""
     first = text[:1]
     if first == "w" and text.startswith("wandb: ERROR") and text[12:13] in ("", " ", "\r", "\n"):
         text = text[13:]
         first = text[:1]
+    elif first == "[" and text[11:12] == "T" and " >> " in text[:200]:
+        m = _COLLECTOR_PREFIX.match(text)
+        if m:
+            text = text[m.end():]
+            first = text[:1]
     if first == " ":
         body = text.lstrip(" ")
         if body[:1] == "(" and len(text) - len(body) <= MAX_LIST_INDENT and _RAY_PREFIX.match(body):

@@ -75,12 +75,14 @@ _CUT_FRAME = re.compile(r'^(?P<file>[^"\s]*\.py)", line (?P<line>\d+), in (?P<fn
 # `<ipython-input-6-…> in <module>` / `PATH in FUNC(ARGS)` (IPython 7), each over its numbered code lines
 # with the failing one marked (`---> 14`, and in VS Code `--> [512](file:///…)`); `(...)` elides lines
 # (ipython/ipython IPython/core/ultratb.py; unslothai/notebooks#16, unslothai/unsloth#4360)
+# (Colab links each file: `[<ipython-input-7-…>](https://localhost:8080/#) in <cell line: 0>()`,
+# `[/usr/…/llm_engine.py](https://localhost:8080/#) in __reduce__(self)`, and folds frames: `13 frames`)
 _IPY_FRAME = re.compile(
     r"^(?:Cell In ?\[(?P<cell>\d*)\], line (?P<cline>\d+)"
     r"|File (?P<file>\S.*?):(?P<line>\d+), in (?P<fn>[\w<>.]+)\("
-    r"|(?P<input><ipython-input-[\w-]+>) in (?P<ifn>[\w<>.]+)"
-    r"|(?P<file7>(?:/|~|[A-Za-z]:\\)\S*\.py) in (?P<fn7>[\w<>.]+)\()")
-_IPY_CODE = re.compile(r"^(?:-*> ?)?(?:\[\d+\]\([^)\s]*\)|\d+)(?:\s|$)|^\(\.\.\.\)|^-{20,}$")
+    r"|\[?(?P<input><ipython-input-[\w-]+>)(?:\]\([^)\s]*\))? in (?P<ifn><[^>]*>|[\w.]+)"
+    r"|\[?(?P<file7>(?:/|~|[A-Za-z]:\\)\S*?\.py)(?:\]\([^)\s]*\))? in (?P<fn7><[^>]*>|[\w.]+)\()")
+_IPY_CODE = re.compile(r"^(?:-*> ?)?(?:\[\d+\]\([^)\s]*\)|\d+)(?:\s|$)|^\(\.\.\.\)|^-{20,}$|^\d+ frames$")
 _IPY_HEADER = re.compile(r"^[A-Za-z_][\w.]*\s{2,}Traceback \(most recent call last\)")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::\s?(?P<msg>.*))?$")
 def _exception_line(text: str) -> re.Match[str] | None:
@@ -98,7 +100,14 @@ _CONTEXT = "During handling of the above exception, another exception occurred:"
 # What starts a traceback: its header, Ray's wrapper, or (in a paste cut above its header, or
 # printed under a header another tool reworded) a frame line itself.
 # (`", line ` also: a frame line a paste cut before its `File "`)
-_HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ')
+_HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"Current thread")
+# Python's faulthandler after a fatal signal or abort: `Fatal Python error: Aborted`, then the crashing
+# thread's stack, most recent call first, frames without the comma (`  File "x.py", line 169 in resume`)
+# (cpython Python/traceback.c dump_traceback; fzyzcjy/torch_memory_saver#87, THUDM/slime#1886)
+_FATAL_PY = re.compile(r"Fatal Python error: (?P<msg>.*)$")
+_FAULT_HEADER = re.compile(r"^Current thread\b.*:\s*$")
+_FAULT_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)\s*$')
+FAULT_REACH = 20  # lines between the fatal error and the stack faulthandler prints under it
 # step / rollout records: slime's `step 3: {`, `rollout 3: {`, verl's `step:3 - `, and the HF Trainer's
 # progress bar `| 37/1250 [05:12<2:50:51,  8.45s/it]` (its unit tells it from a datasets `Map` bar)
 _RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
@@ -270,8 +279,16 @@ _MASKS = (
 )
 
 
+# torch's advice appended to every CUDA error's message (c10/cuda/CUDAException.cpp): the same error
+# read from pastes cut at different points of it is one error (verl-project/verl#4032, #4145, #6690)
+_CUDA_ADVICE = re.compile(r"\s*(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
+                          r"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`|Search for `cudaErrorIllegalAddress`).*$")
+
+
 def normalise(text: str) -> str:
-    """A message with its numbers, addresses, paths, ids and ranks masked."""
+    """A message with its numbers, addresses, paths, ids and ranks masked, and torch's CUDA advice left out."""
+    if "CUDA" in text:
+        text = _CUDA_ADVICE.sub("", text)
     for rx, repl in _MASKS:
         text = rx.sub(repl, text)
     return " ".join(text.split())[:300]
@@ -347,6 +364,7 @@ class _Open:
         self.last_line = line_no
         self.code_next = False  # an unindented frame was read: its code line may be unindented too
         self.wrapped: str | None = None  # a frame line cut short, waiting for the rest a terminal wrapped
+        self.fault: tuple[int, str] | None = None  # faulthandler's stack: the fatal error's (line, message)
         self.ipython = False  # IPython's format: `File PATH:LINE, in FUNC(…)` frames over numbered code lines
         self.frame_indent = 2  # Python's; a paste shifted as a whole shifts the exception line with it
 
@@ -376,6 +394,7 @@ class TracebackReader:
         self.step: int | None = None
         self.rollout: int | None = None
         self.pid_ranks: dict[int, int] = {}  # an actor's rank, from its own `[Rank N]` lines
+        self.fatal: tuple[int, str] | None = None  # the last `Fatal Python error: …` (line, message)
         self.final_records: dict[str, tuple[int | None, int | None]] = {}  # per file: the last step and rollout
 
     # -- files ------------------------------------------------------------------------
@@ -482,6 +501,14 @@ class TracebackReader:
             if "ank " in text and origin.pid is not None and (r := _RANK_MENTION.search(text)):
                 self.pid_ranks[origin.pid] = int(r.group(1))
             body = split_line(text).text if not text.startswith("Traceback") else text
+            if "Fatal Python error: " in body and (f := _FATAL_PY.search(body)):
+                self.fatal = (line_no, f.group("msg").strip())
+                return
+            if body[:14] == "Current thread" and _FAULT_HEADER.match(body):
+                tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+                fatal = self.fatal if self.fatal and line_no - self.fatal[0] <= FAULT_REACH else None
+                tb.fault = fatal or (line_no, "")
+                return
             if "Traceback (most recent call last)" in body:
                 # `[ts TP0] Scheduler hit an exception: Traceback (most recent call last):` starts one too
                 if origin.rank is None and (r := _HEAD_RANK.search(text)):
@@ -518,17 +545,26 @@ class TracebackReader:
     def _in_block(self, key: tuple, tb: _Open, text: str, line_no: int, repeated: int) -> None:
         if not text.strip():
             return
+        if tb.fault is not None:
+            if f := _FAULT_FRAME.match(text):
+                tb.add_frame(Frame(f.group("file"), int(f.group("line")), f.group("fn")))
+                return
+            if text.strip() in ("...", "…"):
+                return
+            self._close(key)  # the stack ended: the fatal error is its exception
+            self.feed(line_no, text)
+            return
         if tb.wrapped is not None:
             # a frame line a terminal wrapped at its width (alibaba/ROLL#348): the rest follows unindented
             # (the rest starts at the line's first column; an indented line is the frame's code line)
             head, tb.wrapped = tb.wrapped, None
-            if text[:1] not in (" ", "\t"):
+            if text[:1] not in (" ", "\t") and not _exception_line(text.strip()):
                 joined = head + (" " if head.endswith(", in") else "") + text.strip()
                 m = _FRAME.match(joined)
                 if m and m.group("fn"):
                     tb.add_frame(Frame(m.group("file"), int(m.group("line")), m.group("fn").strip()))
                     return
-                if len(joined) < MAX_WRAPPED_FRAME_CHARS and not m and not _exception_line(text.strip()):
+                if len(joined) < MAX_WRAPPED_FRAME_CHARS and not m:
                     tb.wrapped = joined  # wrapped more than once
                     return
             self._flush_wrapped(tb, head)  # not wrapped after all: the frame as it was, then this line
@@ -631,6 +667,12 @@ class TracebackReader:
 
     def _close(self, key: tuple, cut: bool = False, at_end: bool = False) -> None:
         tb = self.open.pop(key)
+        if tb.fault is not None and tb.state == "frames":
+            # faulthandler's stack, most recent call first: outermost first, under the fatal error's line
+            tb.frames.reverse()
+            fault_line, message = tb.fault
+            tb.close_block("Fatal Python error", message, fault_line)
+            tb.state = "after"
         if tb.wrapped is not None:
             self._flush_wrapped(tb, tb.wrapped)
             tb.wrapped = None

@@ -74,7 +74,9 @@ class Framework:
         (`miles/backends/…`, `relax.components`, `axolotl.train`) name most, the first on a tie or none."""
         if not self.members:
             return self.run_names[0] if self.run_names else self.name
-        counts = [len(re.findall(rf"(?<![\w-]){re.escape(name)}[/.]", text)) for name in self.members]
+        # (whatever the case: a checkout's directory is often the project's own spelling, `Relax/scripts/`,
+        # redai-studio/Relax#44)
+        counts = [len(re.findall(rf"(?<![\w-]){re.escape(name)}[/.]", text, re.IGNORECASE)) for name in self.members]
         best = max(range(len(counts)), key=lambda i: (counts[i], -i))
         return self.members[best]
 

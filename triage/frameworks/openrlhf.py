@@ -22,8 +22,6 @@ FRAMEWORK = Framework(
         ErrorWording("config.batch_size_mismatch",
                      r"AssertionError.*(rollout_batch_size|train_batch_size|micro_train_batch_size)",
                      "OpenRLHF/OpenRLHF openrlhf/cli/train_ppo_ray.py / openrlhf/utils/deepspeed/deepspeed.py"),
-        ErrorWording("engine.oom_illegal_memory", r"an illegal memory access was encountered",
-                     "vllm-project/vllm vllm/worker/worker.py"),
         ErrorWording("host.ram_exhausted", r"Task was killed due to the node running low on memory",
                      "ray-project/ray python/ray/_private/memory_monitor.py"),
     ),

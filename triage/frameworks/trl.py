@@ -37,8 +37,6 @@ FRAMEWORK = Framework(
                      "huggingface/trl trl/trainer/grpo_config.py (GRPOConfig.__post_init__)"),
         ErrorWording("tokenizer.no_pad_token", r"Asking to pad but the tokenizer does not have a padding token",
                      "huggingface/transformers src/transformers/tokenization_utils_base.py"),
-        ErrorWording("engine.oom_illegal_memory", r"an illegal memory access was encountered",
-                     "vllm-project/vllm vllm/worker/worker.py"),
     ),
     needs_help={
         "metrics": "keep output_dir/trainer_state.json (the Trainer writes it at every save), the console log "

@@ -24,6 +24,10 @@ FRAMEWORK = Framework(
         "(main_task pid=", "verl/third_party/", "AgentLoopWorker", "algorithm.adv_estimator", "Training Progress:",
         # its colocated worker class and the fully-async recipe's actors (verl/single_controller/ray/base.py)
         "create_colocated_worker_cls", "FullyAsyncRollouter", "FullyAsyncTrainer",
+        # its environment report (scripts/diagnose.py: `----------verl Info-----------`), its vLLM server actor
+        # (verl/workers/rollout/vllm_rollout/vllm_async_server.py), its model code and checkpoint merger
+        # (verl-project/verl#7416, #6608, #6549, #4370)
+        "-verl Info-", "(vLLMHttpServer pid=", "verl/models/", "verl.model_merger",
     ),
     metric_grammars=("verl_console",),
     arg_sources=("hydra_overrides", "hydra_config", "launch_script"),
@@ -32,8 +36,6 @@ FRAMEWORK = Framework(
                      r"(ppo_mini_batch_size|train_batch_size).*(divisible|must be|should be)|"
                      r"real_train_batch_size .* must be divisible",
                      "volcengine/verl verl/trainer/ppo/ray_trainer.py (_validate_config) / verl/workers/fsdp_workers.py"),
-        ErrorWording("engine.oom_illegal_memory", r"CUDA error: an illegal memory access was encountered",
-                     "volcengine/verl verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py"),
         ErrorWording("memory.colocate_second_step", r"\bwake_up\b.*(?:out of memory|OutOfMemoryError)",
                      "volcengine/verl verl/workers/sharding_manager/fsdp_vllm.py (the engine woken for rollout)"),
         ErrorWording("host.ram_exhausted", r"Task was killed due to the node running low on memory",
