@@ -158,6 +158,10 @@ FATAL_LINE = re.compile(
     # CUresult error  result=1 file=csrc/torch_memory_saver.cpp func=resume`, fzyzcjy/torch_memory_saver#35,
     # verl-project/verl#1911; `CUresult error: 1 (invalid argument) … func=free`, THUDM/slime#1895)
     r"|\[torch_memory_saver\.cpp\] \w+ error\b"
+    # vLLM's custom all-reduce CUDACHECK prints the failed call and exits (csrc/custom_all_reduce.cuh: `Failed: Cuda
+    # error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'`, vllm-project/vllm#56180), and torch_npu's
+    # failed call on Ascend (`NPU function error: call failed, error code is 50`, huggingface/trl#5142)
+    r"|\bFailed: Cuda error \S+:\d+ '|\bNPU function error: call failed, error code is \d+"
     # Hydra's report of the exception that ended the app (hydra/_internal/utils.py, run_and_report),
     # printed right before its traceback: verl's entry points run under Hydra
     r"|^Error executing job with overrides: "
@@ -459,6 +463,18 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
     return list(lines.values()), frames
 
 
+_RAISE_CODE = re.compile(r"\s*raise\s+[\w.]+\(")
+_EXCEPTION_TEXT = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b")
+RAISE_REACH = 3  # lines from a `raise` statement to the exception line Python prints under it (`^^^` markers)
+
+
+def _exception_follows(line: LogLine, file_lines: list[LogLine], nos: list[int]) -> bool:
+    """Whether an exception line comes within RAISE_REACH lines after `line` in its file."""
+    i = bisect.bisect_right(nos, line.line_no)
+    return any(_EXCEPTION_TEXT.match(other.text) for other in file_lines[i:i + RAISE_REACH]
+               if other.line_no - line.line_no <= RAISE_REACH)
+
+
 def _may_be_fatal(line: LogLine) -> bool:
     """A line logged at WARNING or below reports something the job survived."""
     return (line.level or "").upper() not in ("WARNING", "WARN", "INFO", "DEBUG")
@@ -514,7 +530,11 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
     for line in lines:
         key = (line.path, line.line_no)
         sig = None
-        if prefilter is None or prefilter.search(line.text):
+        # a `raise X(f"NCCL error: {e}")` code line is the raising statement, not the error's words, when the
+        # exception it raised is printed under it (a paste beginning one line above the exception:
+        # NVIDIA-NeMo/RL#564): the exception line is matched, not the code
+        if (prefilter is None or prefilter.search(line.text)) and not (
+                _RAISE_CODE.match(line.text) and _exception_follows(line, by_file[line.path], numbers[line.path])):
             worded = False  # a shipped entry's pattern matched the line (its conditions may not have held)
             for s in sigs:
                 if s.adapter and worded:

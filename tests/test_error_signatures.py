@@ -477,6 +477,9 @@ FIELD_CASES = [
      "ValueError: There is no module or parameter named 'base_model' in Qwen2_5_VLForConditionalGeneration\n"),
     ("weight_name_refused", '  File "/verl/verl/workers/sharding_manager/fsdp_vllm.py", line 285, in update_params\n'
      "KeyError: 'layers.0.self_attn.qkv_proj.base_layer.weight'\n"),
+    # a reward function called without a dataset column it requires (modelscope/ms-swift#3840; TRL's reward_kwargs)
+    ("reward_fn_failed", "[rank5]: TypeError: CosineReward.__call__() missing 1 required positional argument: 'solution'\n"),
+    ("reward_fn_failed", "TypeError: accuracy_reward() missing 1 required positional argument: 'solution'\n"),
 ]
 
 
@@ -532,6 +535,12 @@ def test_an_illegal_memory_access_the_trainer_raised_is_no_engine_out_of_memory(
 
 # Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
 NEAR_MISSES = [
+    # a function that is no reward function missing an argument is the caller's own bug
+    ("reward_fn_failed", "TypeError: train() missing 1 required positional argument: 'cfg'\n"),
+    # the `raise` statement above the exception it raised is code: its template's words are not the error's
+    # (NVIDIA-NeMo/RL#564: pynccl's own failure, read as an aborted collective from the code line)
+    ("nccl_abort", 'raise RuntimeError(f"NCCL error: {error_str}")\n'
+     "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"),
     # a store client waiting on its peers says they did not answer, not that the network failed: TRL's client
     # of its vLLM server timed out so mid-run (huggingface/trl#3157), as a rendezvous whose peers never came does
     ("network_failure", "[rank0]:[W326 22:36:28.884350096 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=60, "
@@ -1130,6 +1139,9 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     "[2025-07-15 02:18:13] Failed to initialize custom process group: NCCL error in: /pytorch/torch/csrc/distributed/"
     "c10d/NCCLUtils.hpp:268, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n",
     "ncclUnhandledCudaError: Call to CUDA function failed.\n",
+    # vLLM's custom all-reduce check (vllm-project/vllm#56180) and torch_npu's failed call (huggingface/trl#5142)
+    "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'\n",
+    "[rank0]: NPU function error: call failed, error code is 50\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)

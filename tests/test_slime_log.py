@@ -193,6 +193,17 @@ RELAX_LOG = "\n".join([
 ]) + "\n"
 
 
+def test_loguru_lines_of_another_project_are_no_relax_run(tmp_path):
+    # NovaSky-AI/SkyRL#542: loguru's default layout, as Relax's, but SkyRL's modules; time and level still read
+    log = ("2025-10-21 17:27:14.171 | INFO     | skyrl_train.utils.utils:prepare_runtime_environment:523 - "
+           "`VLLM_USE_V1` is not specified\n"
+           "2025-10-21 17:27:20.002 | ERROR    | skyrl_train.entrypoints.main_base:run:101 - RuntimeError: boom\n")
+    ix = scan_logs([write(tmp_path, log)])
+    assert ix.framework == "unknown"
+    (err,) = ix.errors
+    assert err.level == "ERROR" and err.timestamp.startswith("2025-10-21")
+
+
 def test_relax_colorlog_with_ansi_codes(tmp_path):
     ix = scan_logs([write(tmp_path, RELAX_LOG)])
     assert ix.framework == "relax"

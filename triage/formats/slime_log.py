@@ -226,7 +226,7 @@ _GLOG = re.compile(  # `[E0817 12:31:05.340716529 ProcessGroupNCCL.cpp:632] ` or
     r"|(?P<sev2>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]\s]+\]) ?"
 )
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
-_RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| [^\s|]+:\d+(?:\[[^\]]*\])? ?")
+_RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| (?P<where>[^\s|]+):\d+(?:\[[^\]]*\])? ?")
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
 _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)"
@@ -738,7 +738,10 @@ def split_line(raw: str) -> _Line:
     elif first.isdigit():
         m = _RELAX_FMT.match(text)
         if m:
-            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), None), m.group("level"), "relax")
+            # (loguru's default layout: Relax's own lines name its modules; other projects log the same way,
+            # SkyRL's `skyrl_train.utils.utils:prepare_runtime_environment:523`, NovaSky-AI/SkyRL#542)
+            fmt = "relax" if m.group("where").startswith("relax") else None
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), None), m.group("level"), fmt)
         m = _RAY_FMT.match(text)
         if m:
             return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), "ray")
