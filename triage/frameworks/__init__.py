@@ -98,7 +98,6 @@ class Framework:
                 out[canonical] = tuple(cell["names"])
         return out
 
-
     def own_flags(self, flags: list[str]) -> tuple[list[str], list[tuple[str, tuple[str, ...]]], list[str]]:
         """The catalog's remedy flags as this framework names them (args.yaml). The catalog writes slime's
         command-line flags (`--lr`) beside other frameworks' own keys (`num_generations`): a slime flag becomes
