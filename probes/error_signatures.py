@@ -463,18 +463,6 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
     return list(lines.values()), frames
 
 
-_RAISE_CODE = re.compile(r"\s*raise\s+[\w.]+\(")
-_EXCEPTION_TEXT = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b")
-RAISE_REACH = 3  # lines from a `raise` statement to the exception line Python prints under it (`^^^` markers)
-
-
-def _exception_follows(line: LogLine, file_lines: list[LogLine], nos: list[int]) -> bool:
-    """Whether an exception line comes within RAISE_REACH lines after `line` in its file."""
-    i = bisect.bisect_right(nos, line.line_no)
-    return any(_EXCEPTION_TEXT.match(other.text) for other in file_lines[i:i + RAISE_REACH]
-               if other.line_no - line.line_no <= RAISE_REACH)
-
-
 def _may_be_fatal(line: LogLine) -> bool:
     """A line logged at WARNING or below reports something the job survived."""
     return (line.level or "").upper() not in ("WARNING", "WARN", "INFO", "DEBUG")
@@ -530,11 +518,7 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
     for line in lines:
         key = (line.path, line.line_no)
         sig = None
-        # a `raise X(f"NCCL error: {e}")` code line is the raising statement, not the error's words, when the
-        # exception it raised is printed under it (a paste beginning one line above the exception:
-        # NVIDIA-NeMo/RL#564): the exception line is matched, not the code
-        if (prefilter is None or prefilter.search(line.text)) and not (
-                _RAISE_CODE.match(line.text) and _exception_follows(line, by_file[line.path], numbers[line.path])):
+        if prefilter is None or prefilter.search(line.text):
             worded = False  # a shipped entry's pattern matched the line (its conditions may not have held)
             for s in sigs:
                 if s.adapter and worded:
@@ -564,23 +548,26 @@ def _headers_give_way(result: ErrorScan) -> ErrorScan:
     C++'s `terminate called after throwing an instance of 'X'` before `  what():  <message>` (libstdc++'s
     verbose terminate handler), Hydra's `Error executing job with overrides: [...]` before the traceback
     of the exception that ended the app, a `raise X(` code line of a frame above the exception it
-    raised. With the words in the log, they decide; a header alone is still the job's last line."""
+    raised. With the words in the log, they decide; a header alone is still the job's last line. A header
+    a signature matched gives way too: `raise RuntimeError(f"NCCL error: {error_str}")` above the exception
+    it raised is a template, not the error's words (NVIDIA-NeMo/RL#564 was read as an aborted collective)."""
     later: dict[str, list[int]] = {}
     for m in result.matches:
-        later.setdefault(m.line.path, []).append(m.line.line_no)
+        if not _HEADER.search(m.line.text):
+            later.setdefault(m.line.path, []).append(m.line.line_no)
     for f in result.fatal_lines:
         if not _HEADER.search(f[0].text):
             later.setdefault(f[0].path, []).append(f[0].line_no)
-    kept = []
-    for f in result.fatal_lines:
-        line = f[0]
-        if _HEADER.search(line.text) and any(
-                line.line_no < n <= line.line_no + HEADER_REACH for n in later.get(line.path, ())):
-            continue
-        kept.append(f)
-    if len(kept) == len(result.fatal_lines):
+
+    def gives_way(line: LogLine) -> bool:
+        return bool(_HEADER.search(line.text)) and any(
+            line.line_no < n <= line.line_no + HEADER_REACH for n in later.get(line.path, ()))
+
+    kept = [f for f in result.fatal_lines if not gives_way(f[0])]
+    matches = [m for m in result.matches if not gives_way(m.line)]
+    if len(kept) == len(result.fatal_lines) and len(matches) == len(result.matches):
         return result
-    return ErrorScan(matches=result.matches, fatal_lines=kept)
+    return ErrorScan(matches=matches, fatal_lines=kept)
 
 
 _HEADER = re.compile(r"terminate called after throwing an instance of |^Error executing job with overrides: "
