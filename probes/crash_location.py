@@ -74,7 +74,8 @@ ENGINE_ACTOR = re.compile(
 ENGINE_PACKAGES = ("sglang", "vllm")
 TRAIN_ACTOR = re.compile(
     r"Train|WorkerDict|ActorRolloutRef|ActorWorker|CriticWorker|RefWorker|PolicyModel|ReferenceModel|CriticModel|"
-    r"RewardModel|Megatron|FSDP|DeepSpeed|Learner", re.I
+    # (NeMo-RL's `DTensorPolicyWorker` / `MegatronPolicyWorker`, NVIDIA-NeMo/RL#621)
+    r"RewardModel|Megatron|FSDP|DeepSpeed|Learner|PolicyWorker", re.I
 )
 TRAIN_PACKAGES = ("megatron.core", "megatron", "deepspeed", "transformer_engine", "apex", "accelerate")
 DRIVER_ACTOR = re.compile(r"RolloutManager|RolloutController|TaskRunner|Driver|Coordinator|Orchestrator", re.I)
@@ -143,6 +144,17 @@ def component_of(chain: Chain) -> tuple[str, str]:
             or any(MEGATRON_FILE.search(f.file) or HF_TRAINER_FILE.search(f.file) for f in frames):
         return "trainer", "training frames (Megatron / DeepSpeed / the HF Trainer / the trainer's files)"
     return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
+
+
+def _component_of_printer(source: str | None) -> tuple[str, str]:
+    """A fatal line printed with no traceback: the actor whose prefix it carries names the component where it is
+    an engine's, a trainer's or the driver's (sgl-project/sglang#21460: a CUDA assert under `(SGLangEngine pid=…)`)."""
+    actor = (source or "").split(" pid=")[0]
+    for pattern, component in ((ENGINE_ACTOR, "inference engine"), (TRAIN_ACTOR, "trainer"),
+                               (DRIVER_ACTOR, "rollout manager / driver")):
+        if actor and pattern.search(actor):
+            return component, f"no traceback: the error line was printed by actor {actor}"
+    return "unknown", "no traceback: only the error line"
 
 
 def _is_cascade(chain: Chain) -> bool:
@@ -377,6 +389,7 @@ class CrashLocation(Probe):
             )
         line, _order_, frames = min(fatal, key=lambda f: f[1])
         rank, node = rank_of(line), node_of(line)
+        component, reason = _component_of_printer(line.source)
         return self.observe(
             "located",
             f"The job stopped on `{short(line.text, 140)}` at {line.where()}"
@@ -385,8 +398,8 @@ class CrashLocation(Probe):
             exception=short(line.text, 300),
             where=line.where(),
             line=quote(line),
-            component="unknown",
-            component_reason="no traceback: only the error line",
+            component=component,
+            component_reason=reason,
             rank=rank,
             node=node,
             frame=frames[-1] if frames else None,

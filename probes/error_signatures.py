@@ -165,6 +165,12 @@ FATAL_LINE = re.compile(
     # Hydra's report of the exception that ended the app (hydra/_internal/utils.py, run_and_report),
     # printed right before its traceback: verl's entry points run under Hydra
     r"|^Error executing job with overrides: "
+    # NCCL's last connect retry (misc/socket.cc logs each at INFO: `socketPollConnect: connect returned No route to
+    # host, retrying (34/34) after sleep for 3400 msec`); the connection fails after it (hiyouga/LlamaFactory#8045)
+    r"|\bconnect returned [\w ]+, retrying \((\d+)/\1\)"
+    # c10::Error's backtrace head, printed where a C++ exception ends the process with no Python line of its own
+    # (`Exception raised from checkTimeout at …/ProcessGroupNCCL.cpp:688 (most recent call first):`, NovaSky-AI/SkyRL#757)
+    r"|\bException raised from \w+ at \S+:\d+ \(most recent call first\)"
     # an OSError printed as the job's last words without its type (`print(e)`, `str(e)`):
     # `[Errno 2] No such file or directory: '…/model_optim_rng.pt'`
     r"|^\[Errno \d+\] "

@@ -263,13 +263,16 @@ def pending_resume(run: Run, oom: SignatureMatch) -> LogLine | None:
     return None
 
 
-# slime's print_memory and verl's log_gpu_memory_usage, as each words the device memory in use.
+# slime's print_memory and verl's log_gpu_memory_usage, as each words the device memory in use, and vLLM's
+# report of each sleep (v1/worker/gpu_worker.py: `Sleep mode freed 43.82 GiB memory, 4.11 GiB memory is still in use.`)
 MEMORY_LINE = re.compile(
     r"Memory-Usage (?P<slime>[^:{]+?)(?: \(cleared before print\))?: \{.*?'used_GB': (?P<used>[\d.]+)"
     r"|(?P<verl>[A-Z][^,]*?(?:offload|onload|wake|sleep|release|resume)[^,]*), memory allocated \(GB\): [\d.]+, "
-    r"memory reserved \(GB\): [\d.]+, device memory used/total \(GB\): (?P<vused>[\d.]+)/",
+    r"memory reserved \(GB\): [\d.]+, device memory used/total \(GB\): (?P<vused>[\d.]+)/"
+    r"|(?P<vllm>Sleep mode) freed [\d.]+ GiB memory, (?P<sused>[\d.]+) GiB memory is still in use",
     re.I,
 )
+VLLM_SLEEP_PHASE = "after sleep (vLLM)"
 # The phases that measure what a release left behind (preferred over the busy phases).
 AFTER_RELEASE = re.compile(r"after (?:offload|release|sleep)|before (?:wake|onload|resume)", re.I)
 _RANK_IN = re.compile(r"\[Rank (\d+)\]")
@@ -286,8 +289,8 @@ def memory_series(run: Run, before: LogLine | None = None) -> dict[str, list[tup
         m = MEMORY_LINE.search(line.text)
         if not m:
             continue
-        phase = (m.group("slime") or m.group("verl") or "").strip()
-        used = float(m.group("used") or m.group("vused"))
+        phase = VLLM_SLEEP_PHASE if m.group("vllm") else (m.group("slime") or m.group("verl") or "").strip()
+        used = float(m.group("used") or m.group("vused") or m.group("sused"))
         rank = _RANK_IN.search(line.text)
         key = f"{phase} (rank {rank.group(1)})" if rank else phase
         if line.source and not rank:

@@ -83,6 +83,14 @@ PRECEDENCE = (
 # Log lines that show the job moving on (besides `Finish rollout: …` samples).
 PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_update")
 RETRYING = re.compile(r"retrying|\battempt \d+/\d+", re.I)
+# the last of the retries (`retrying (34/34)`, `attempt 60/60`): nothing is tried after it (NCCL's socket connect,
+# hiyouga/LlamaFactory#8045)
+LAST_TRY = re.compile(r"\((\d+)/\1\)|\battempt (\d+)/\2\b", re.I)
+
+
+def retrying(text: str) -> bool:
+    """A line that says it will try again, so the job went on past it."""
+    return RETRYING.search(text) is not None and LAST_TRY.search(text) is None
 # What the NCCL watchdog prints when a collective never completes (and the abort it triggers).
 HANG_LINE = re.compile(r"Watchdog caught collective operation timeout|timed out|timeout|watchdog|DistBackendError", re.I)
 
@@ -232,11 +240,11 @@ class Symptom(Probe):
         candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
         cut_headers: list[LogLine] = []
         for m in result.matches:
-            if RETRYING.search(m.line.text) or survived(m.line):
+            if retrying(m.line.text) or survived(m.line):
                 continue
             candidates.append((m.order, m.line, m.signature.outcome, m.signature.role))
         for line, order, _frames in result.fatal_lines:
-            if RETRYING.search(line.text) or survived(line) or cut_traceback_line(line):
+            if retrying(line.text) or survived(line) or cut_traceback_line(line):
                 if cut_traceback_line(line) and line.text.strip():
                     cut_headers.append(line)
                 continue  # (a cut traceback is read below, with the frames it does hold)

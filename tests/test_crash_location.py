@@ -788,3 +788,49 @@ def test_a_traceback_behind_a_timestamp_on_every_line_is_read_whole(tmp_path):
     assert obs.outcome == "located", obs.summary
     assert obs.evidence["exception_type"] == "KeyError"
     assert obs.evidence["frame"].endswith("in __call__")
+
+
+def test_a_vllm_record_after_the_exception_is_not_its_message(tmp_path):
+    # vllm-project/vllm#16259: vLLM's logger prints the traceback line by line, then the executor's next record
+    log = (
+        "ERROR 04-29 00:53:54 [core.py:398] Traceback (most recent call last):\n"
+        'ERROR 04-29 00:53:54 [core.py:398]   File "/usr/local/lib/python3.12/dist-packages/ray/air/config.py", '
+        "line 17, in <module>\n"
+        "ERROR 04-29 00:53:54 [core.py:398]     import pyarrow.fs\n"
+        "ERROR 04-29 00:53:54 [core.py:398] ModuleNotFoundError: No module named 'pyarrow'\n"
+        "INFO 04-29 00:53:54 [ray_distributed_executor.py:127] Shutting down Ray distributed executor.\n"
+        "ERROR 04-29 00:53:54 [async_llm.py:399] AsyncLLM output_handler failed.\n"
+    )
+    _, obs = locate(tmp_path, log)
+    assert obs.evidence["exception"] == "ModuleNotFoundError: No module named 'pyarrow'"
+    # a message that goes on under the same record head is still one message
+    _, obs = locate(tmp_path, log.replace("INFO 04-29 00:53:54 [ray_distributed_executor.py:127] ",
+                                          "ERROR 04-29 00:53:54 [core.py:398] "))
+    assert obs.evidence["exception"].endswith("'pyarrow' Shutting down Ray distributed executor.")
+
+
+def test_a_ci_runners_timestamp_and_an_actor_name_with_parentheses_are_read_through(tmp_path):
+    # vllm-project/vllm#43375 (Buildkite's `[ISO time] ` before each line) and alibaba/ROLL#193 (`ActorWorker(actor_train-1)`)
+    log = (
+        "[2026-08-21T19:42:40Z] (ActorWorker(actor_train-1) pid=18175, ip=10.0.0.7) Traceback (most recent call last):\n"
+        '[2026-08-21T19:42:40Z] (ActorWorker(actor_train-1) pid=18175, ip=10.0.0.7)   File '
+        '"/opt/roll/roll/pipeline/rlvr/actor_worker.py", line 88, in train_step\n'
+        "[2026-08-21T19:42:40Z] (ActorWorker(actor_train-1) pid=18175, ip=10.0.0.7)     loss.backward()\n"
+        "[2026-08-21T19:42:40Z] (ActorWorker(actor_train-1) pid=18175, ip=10.0.0.7) RuntimeError: shape mismatch\n"
+    )
+    _, obs = locate(tmp_path, log)
+    ev = obs.evidence
+    assert ev["exception"] == "RuntimeError: shape mismatch"
+    assert (ev["actor"], ev["pid"], ev["node"]) == ("ActorWorker(actor_train-1)", 18175, "10.0.0.7")
+    assert ev["frame"].endswith("in train_step") and ev["where"].endswith("job.log:4")
+
+
+def test_a_fatal_line_without_a_traceback_is_placed_by_the_actor_that_printed_it(tmp_path):
+    # sgl-project/sglang#21460: a CUDA assert under the engine's Ray prefix, no traceback
+    line = ("(SGLangEngine pid=12595) /pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: "
+            "block: [0,0,0], thread: [0,0,0] Assertion `NaN detected! draft_extend_for_prefill` failed.\n")
+    _, obs = locate(tmp_path, line)
+    assert (obs.outcome, obs.evidence["component"]) == ("located", "inference engine")
+    # with no actor named, nothing says whose process it was
+    _, obs = locate(tmp_path, line.replace("(SGLangEngine pid=12595) ", ""))
+    assert obs.evidence["component"] == "unknown"

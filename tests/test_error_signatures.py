@@ -349,12 +349,17 @@ FIELD_CASES = [
      "of 32768 tokens. You requested a total of 33012 tokens: 1012 tokens from the input messages and 32000 tokens for the completion.\n"),
     ("sample_too_long", "(WorkerDict pid=812) ValueError: The decoder prompt (length 40960) is longer than the maximum model length of 32768. "
      "Make sure that `max_model_len` is no smaller than the number of text tokens.\n"),  # vLLM processor.py
+    ("sample_too_long",  # vLLM's scheduler, a warning before the request ends with no output (huggingface/trl#3180)
+     "WARNING 03-30 00:24:16 [_logger.py:72] Input prompt (8128 tokens) is too long and exceeds limit of 6000\n"),
     ("sample_too_long", "(WorkerDict pid=812) AssertionError: max_token_len must be greater than the sequence length. "
      "Got max_token_len=16384 and max_seq_len=20480\n"),  # verl seqlen_balancing.py
     ("sample_too_long",  # vllm/config/scheduler.py SchedulerConfig._verify_args, as verl-project/verl#7624 shows it
      "ValidationError: 1 validation error for SchedulerConfig\n"
      "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). This effectively limits the "
      "maximum sequence length to max_num_batched_tokens.\n"),
+    ("version_mismatch",  # pickle's find_class: a checkpoint's class the installed megatron-core lacks
+     "AttributeError: Can't get attribute 'MCoreMetadata' on "
+     "<module 'megatron.core.dist_checkpointing.strategies.torch'>\n"),  # NVIDIA-NeMo/Megatron-Bridge#1210
     ("version_mismatch",  # a name the installed diffusers does not have (huggingface/trl#1293)
      "ImportError: cannot import name 'convert_state_dict_to_diffusers' from 'diffusers.utils'\n"),
     # an engine's memory under torch_memory_saver (csrc/torch_memory_saver.cpp; CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY)
@@ -964,6 +969,8 @@ SOURCE_NEAR_MISSES = [
     ('degenerate_groups', 'GRPO with 8 generations per prompt\n'),  # trl_one_generation
     ('degenerate_groups', 'num_generations_eval must be greater than 0\n'),  # swift_one_generation
     ('sample_too_long', 'INFO The prompt (total length 1200) fits the model (context length 4096).\n'),  # vllm_prompt_too_long
+    ('sample_too_long', 'WARNING 03-30 00:24:16 [api_server.py:88] Request rate exceeds limit of 100 per second\n'),  # a rate, not a prompt
+    ('version_mismatch', "AttributeError: Can't get attribute 'Net' on <module '__main__' from '/home/u/train.py'>\n"),  # a script's own class
 ]
 
 
@@ -1142,6 +1149,9 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     # vLLM's custom all-reduce check (vllm-project/vllm#56180) and torch_npu's failed call (huggingface/trl#5142)
     "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'\n",
     "[rank0]: NPU function error: call failed, error code is 50\n",
+    # c10::Error's backtrace head where the C++ exception ended the process (NovaSky-AI/SkyRL#757)
+    "(FSDPPolicyWorkerBase pid=4060712) Exception raised from checkTimeout at "
+    "/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:688 (most recent call first):\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)

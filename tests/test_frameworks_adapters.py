@@ -117,6 +117,63 @@ def test_a_verl_run_is_told_its_own_key_for_the_engines_memory(tmp_path, capsys)
         "In verl: `--sglang-mem-fraction-static` is `actor_rollout_ref.rollout.gpu_memory_utilization`.")
 
 
+def test_an_engines_context_refusal_names_the_prompt_cap_and_the_engines_context_in_verls_keys(tmp_path, capsys):
+    # ritzz-ai/GUI-R1#32: vLLM refused a prompt past its max_model_len in a verl run (it was told `--max-tokens-per-gpu`)
+    import json
+
+    from triage.cli import main
+
+    _log(tmp_path, "(TaskRunner pid=1843) step:1 - actor/entropy:0.52 - actor/pg_loss:0.01\n"
+                   "(WorkerDict pid=2211) ValueError: Prompt length of 4834 is longer than the maximum model length of 4096.\n")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "config.sample_exceeds_limits"
+    assert rc["flags"][0] == "data.max_prompt_length" and "actor_rollout_ref.rollout.max_model_len" in rc["flags"]
+    assert "max_tokens_per_gpu" not in " ".join(rc["flags"]) and rc["remedy"].startswith("The engine refused a prompt")
+
+
+@pytest.mark.parametrize("line", [
+    # huggingface/open-r1#249; wyf3/llm_related#13 cut the same line after `generation`
+    "[rank0]: ValueError: The global train batch size (7 x 1) must be evenly divisible by the number of generations per "
+    "prompt (8). Given the current train batch size, the valid values for the number of generations are: [7].\n",
+    "[rank0]: ValueError: The global train batch size (1 x 1) must be evenly divisible by the number of generation\n",
+])
+def test_trls_batch_check_is_answered_in_trls_keys(tmp_path, capsys, line):
+    import json
+
+    from triage.cli import main
+
+    _log(tmp_path, '  File "/usr/local/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", line 412, in __init__\n'
+                   + line)
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "config.batch_size_mismatch"
+    assert rc["remedy"].startswith("Make the batch a multiple of num_generations")
+    assert "num_generations" in rc["flags"] and not any(f.startswith("--") for f in rc["flags"])
+
+
+def test_a_check_that_could_not_run_tells_a_trl_run_its_own_way(tmp_path, capsys):
+    # huggingface/trl#5697's summary table: every completion clipped, no completions kept
+    import json
+
+    from triage.cli import main
+
+    _log(tmp_path, "Step  loss  grad_norm  reward_mean  clipped_ratio  mean_length\n"
+                   "1     0     0          0            1.0            256\n"
+                   "2     0     0          0            1.0            256\n"
+                   "10    0     0          0            1.0            256\n")
+    (tmp_path / "run.py").write_text("from trl import GRPOConfig\nargs = GRPOConfig(output_dir='out', logging_steps=1)\n",
+                                     encoding="utf-8")
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    told = {n["probe"]: n["command"] for n in report["not_checked"]}
+    assert told["rollout_text"] == "rerun with `log_completions=True` (TRL logs completions to W&B / the console)"
+    assert told["config_rule"] == "keep `model_name_or_path` reachable from the run"
+    assert not any("--save-debug-rollout-data" in (c["next_step"] or "") for c in report["candidates"])
+    # the truncation playbook's own verdicts first, nearest first: not cut off by weights verdicts further on
+    assert [c["id"] for c in report["candidates"][:2]] == ["rollout.missing_stop_token", "rollout.max_len_too_small"]
+
+
 # --- verl --------------------------------------------------------------------------------
 
 # verl/utils/logger/aggregate_logger.py (LocalLogger, concat_dict_to_str) behind Ray's actor prefix,
@@ -361,6 +418,13 @@ def test_a_crash_log_without_metrics_is_recognised_by_its_markers(tmp_path):
             "    run_ppo(config)\n"
             "ValueError: ppo_mini_batch_size 256 must be divisible by ...\n")
     assert scan_logs([_log(tmp_path, text)]).framework == "verl"
+
+
+def test_a_pasted_trl_config_call_names_the_trainer(tmp_path):
+    # huggingface/trl#204 pasted its `PPOConfig(…)` and the error under it
+    text = ("config = PPOConfig(\n    model_name=\"small_glm\",\n    learning_rate=1e-5,\n    ppo_epochs=3,\n)\n"
+            "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n")
+    assert scan_logs([_log(tmp_path, text)]).framework == "hf_trainer"
 
 
 def test_a_command_line_file_names_the_framework_when_the_log_does_not(tmp_path):

@@ -238,17 +238,22 @@ def test_flat_memory_then_an_oom_at_resume_is_not_a_leak(tmp_path):
     assert obs.evidence["memory_trend"] is None
 
 
-def test_verls_offload_memory_lines_count_too(tmp_path):
+@pytest.mark.parametrize("line, used, phase", [
     # verl-project/verl verl/utils/debug/performance.py log_gpu_memory_usage
-    verl = "".join(
-        f"(WorkerDict pid=812) After offload actor model during update_actor, memory allocated (GB): 0.51, memory reserved (GB): "
-        f"0.62, device memory used/total (GB): {u}/79.11\n(TaskRunner pid=700) step:{i + 1} - actor/pg_loss:0.01\n"
-        for i, u in enumerate([10.0, 13.0, 16.5, 20.0])
-    )
-    log = ROLLOUT_0 + verl + traceback("(WorkerDict pid=812)", [("/workspace/verl/verl/workers/fsdp_workers.py", 700, "wake_up")])
+    ("After offload actor model during update_actor, memory allocated (GB): 0.51, memory reserved (GB): 0.62, "
+     "device memory used/total (GB): {u}/79.11", [10.0, 13.0, 16.5, 20.0], "After offload actor model"),
+    # vllm v1/worker/gpu_worker.py sleep(): what each sleep left on the GPU, rising step after step (NVIDIA-NeMo/RL#2619)
+    ("INFO 05-02 10:10:00 [gpu_worker.py:104] Sleep mode freed 43.82 GiB memory, {u} GiB memory is still in use.",
+     [4.11, 11.57, 18.2, 25.0], "after sleep (vLLM)"),
+])
+def test_verls_and_vllms_memory_lines_count_too(tmp_path, line, used, phase):
+    lines = "".join(f"(WorkerDict pid=812) {line.format(u=u)}\n(TaskRunner pid=700) step:{i + 1} - actor/pg_loss:0.01\n"
+                    for i, u in enumerate(used))
+    log = ROLLOUT_0 + lines + traceback("(WorkerDict pid=812)", [("/workspace/verl/verl/workers/fsdp_workers.py", 700, "wake_up")])
     obs = OomContext().examine(make_run(tmp_path, log, "--colocate"))
     assert obs.outcome == "release_leak", obs.summary
-    assert obs.evidence["memory_trend"]["used_gb"] == [10.0, 13.0, 16.5, 20.0]
+    trend = obs.evidence["memory_trend"]
+    assert trend["used_gb"] == used and trend["phase"].startswith(phase)
 
 
 @pytest.mark.parametrize("path, fn", [

@@ -80,6 +80,8 @@ def test_table_metrics_reach_the_canonical_names(tmp_path):
     assert list(truncated.steps) == [1, 2, 10] and set(truncated.values) == {1.0}
     assert metrics.get("grad_norm").source == "table:grad_norm"
     assert metrics.records()["grad_norm"]["source"] == "log:pasted_table"
+    # the column is the policy's grad norm only: verl's `critic/grad_norm` ends in the same word
+    assert metrics.get("critic_grad_norm") is None
 
 
 def test_a_log_larger_than_a_paste_is_left_to_the_log_scan(tmp_path):

@@ -262,6 +262,21 @@ def test_a_pasted_yaml_config_is_the_runs_arguments(tmp_path):
     assert args.source_of("num_generations") == "config_file"
 
 
+@pytest.mark.parametrize("tail", [
+    "per_device_train_batch\n",  # cut in its last key (huggingface/open-r1#436)
+    "[rank4]: AssertionError: Reward model is not correctly loaded.\n",  # the error under it (hiyouga/LlamaFactory#7706)
+])
+def test_a_pasted_yaml_config_cut_or_amid_log_lines_keeps_its_whole_lines(tmp_path, tail):
+    (tmp_path / "job.log").write_text(
+        "accelerate launch --config_file zero3.yaml src/open_r1/grpo.py --config recipe.yaml\n"
+        "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nbf16: true\nuse_vllm: true\nnum_generations: 7\n"
+        "lr_scheduler_kwargs:\n  min_lr_rate: 0.1\nper_device_train_batch_size: 2\n" + tail, encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("num_generations") == 7 and args.get("per_device_train_batch_size") == 2
+    assert args.get("lr_scheduler_kwargs.min_lr_rate") == 0.1 and args.source_of("num_generations") == "config_file"
+    assert "AssertionError" not in args
+
+
 @pytest.mark.parametrize("text", [
     "INFO: started\nWARNING: slow\nERROR: boom\n",  # a log's `word: text` lines are a mapping, not a config
     "a: &x {b: 1, c: 2}\n",

@@ -84,6 +84,15 @@ def test_a_fragment_on_stdin_gives_a_report_that_says_it_was_a_fragment(monkeypa
     assert any("fragment" in note and "standard input" in note for note in report["run"]["notes"])
 
 
+def test_a_jobs_own_account_of_its_checkpoint_is_read_not_refused(monkeypatch, capsys):
+    # THUDM/Chinese-Transformer-XL#16 pasted Megatron's one warning
+    _stdin(monkeypatch, b"WARNING: could not find the metadata file data/txl-2.9B/latest_checkpointed_iteration.txt, "
+                        b"will not load any checkpoints and will start from random\n")
+    assert main(["run", "-", "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
+
+
 def test_an_empty_stdin_through_the_real_command_is_one_line_and_exit_2():
     proc = subprocess.run([*TRIAGE, "run", "-"], input=b"", capture_output=True, timeout=120)
     err = proc.stderr.decode().strip()

@@ -577,3 +577,26 @@ def test_inline_codes_backticks_are_a_carrier(raw, text):
 def test_ray_colour_codes_that_lost_their_escape_are_dropped_mid_line(raw):
     assert slime_log.split_line(raw).text == ("ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() "
                                               "(pid=279569, ip=172.27.150.51)")
+
+
+def test_a_ci_runners_zoned_timestamp_is_a_carrier_and_a_loggers_own_is_not():
+    from triage.formats.slime_log import split_line
+
+    # vllm-project/vllm#43375: Buildkite's `[ISO time] ` before the engine's own record
+    line = split_line("[2026-08-21T19:42:40Z] (EngineCore pid=522) ERROR 08-21 19:42:40 [core.py:1354] EngineCore failed")
+    assert (line.text, line.source, line.level) == ("EngineCore failed", "EngineCore pid=522", "ERROR")
+    # a logger's own bracketed time (no zone) stays the line's timestamp
+    line = split_line("[2026-08-21T19:42:40] Connection lost")
+    assert (line.text, line.timestamp) == ("Connection lost", "2026-08-21 19:42:40")
+
+
+def test_pdshs_host_prefix_is_a_carrier():
+    from triage.formats.slime_log import split_line
+
+    # StarsfieldAI/R1-V#44: DeepSpeed's multi-node launcher runs each node's ranks through pdsh
+    line = split_line("29.127.65.230: [rank0]: AttributeError: 'Qwen2VLGRPOVLLMTrainer' object has no attribute 'x'")
+    assert (line.text, line.source) == ("AttributeError: 'Qwen2VLGRPOVLLMTrainer' object has no attribute 'x'", "rank0")
+    assert split_line("worker-1: [rank3]: RuntimeError: y").text == "RuntimeError: y"
+    # a host name before anything but a rank's prefix is a message's own `word: `
+    assert split_line("Error: something").text == "Error: something"
+    assert split_line("worker-1: started").text == "worker-1: started"

@@ -85,6 +85,22 @@ def test_a_pasted_traceback_cut_before_its_exception_is_an_error_exit(tmp_path):
     assert "cut before its exception" in obs.summary and "__enter__" in obs.summary
 
 
+NCCL_RETRIES = "".join(  # hiyouga/LlamaFactory#8045: NCCL's socket connect, retried at INFO
+    f"zgiot:1183664:1184669 [0] NCCL INFO socketPollConnect: connect returned No route to host, retrying ({i}/34) "
+    f"after sleep for {i}00 msec\n" for i in range(31, 35))
+
+
+def test_the_last_of_the_retries_is_an_error_exit_and_the_ones_before_it_are_not(tmp_path):
+    (tmp_path / "job.log").write_text(NCCL_RETRIES, encoding="utf-8")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "error_exit"
+    assert obs.evidence["details"]["error_exit"]["error"] == "network_failure"
+    assert obs.evidence["details"]["error_exit"]["where"].endswith("job.log:4")
+    # the same connect failing while NCCL still retries: nothing ended there yet
+    (tmp_path / "job.log").write_text("".join(NCCL_RETRIES.splitlines(keepends=True)[:3]), encoding="utf-8")
+    assert open_run(str(tmp_path)).log.errors == []
+
+
 def test_hydras_report_with_its_exception_cut_off_is_an_error_exit_that_names_no_error(tmp_path):
     # verl-project/verl#1929 pasted Hydra's line and not the exception printed under it
     (tmp_path / "job.log").write_text(

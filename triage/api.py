@@ -38,7 +38,10 @@ def recognisable(run: Run) -> bool:
     log = run.log
     if (log.framework != "unknown" or not log.metrics.empty() or log.arguments or log.command_line
             or log.errors or log.tracebacks or log.finish_rollouts or log.placement_group_waits
-            or log.first_timestamp or getattr(log, "unparsed_metric_lines", 0)):
+            or log.first_timestamp or getattr(log, "unparsed_metric_lines", 0)
+            # a job's own account of a step of its life: Megatron's `could not find the metadata file …, will not
+            # load any checkpoints` (THUDM/Chinese-Transformer-XL#16), a weight update, a skipped NaN step
+            or log.notable):
         return True
     try:  # metrics the log's own records do not hold: a pasted table (huggingface/trl#5697)
         if run.metrics.table.kinds():

@@ -58,7 +58,6 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
     """The differential, best first; `boost` (see `apply_boost`) raises verdicts evidence from outside the walk points at."""
     observed = _observed(graph, findings)
     opened: dict[str, Finding] = {}  # candidate -> the nearest check before it that could not run
-    catalog_order = {vid: i for i, vid in enumerate(graph.catalog)}
     for f in findings:
         if f.outcome not in (UNAVAILABLE, ERROR):
             continue
@@ -66,8 +65,10 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
         for outcome, target in node.edges.items():
             if outcome in IMPLICIT_OUTCOMES:
                 continue
-            # in the catalog's order, so that equal candidates rank the same way on every run
-            for vid in sorted(graph.verdicts_reachable_from(target), key=lambda v: catalog_order.get(v, len(catalog_order))):
+            # nearest first, then in the order the playbook lists the edges (the same on every run): six
+            # candidates cut by catalog order dropped rollout.max_len_too_small, one step behind a truncation
+            # check, for weights verdicts further on (huggingface/trl#5697)
+            for vid in graph.verdicts_nearest_first(target):
                 opened[vid] = f  # a later blocker stands nearer to the verdict: its step decides it
     health = next((f for f in findings if f.probe == "health_checks" and f.outcome == "insufficient"), None)
     if health is not None:

@@ -40,12 +40,20 @@ class Executor(Protocol):
 
 def _framework_help(probe_cls: type[Probe], run: Run) -> dict[str, str]:
     """How the run's own framework produces each need (a verl run is not told slime's flags)."""
+    return {need: text for need in probe_cls.needs if (text := _own_help(need, run))}
+
+
+def _own_help(need: str, run: Run) -> str | None:
+    """The run's framework's way to produce `need`; None for the slime family (the catalog's own words)
+    and where its adapter says nothing."""
     try:
         if run.framework in ("slime", "miles", "relax", "unknown"):
-            return {}
-        return {need: text for need in probe_cls.needs if (text := run.needs_help(need))}
+            return None
+        from triage.frameworks import needs_help
+
+        return needs_help(run.framework, need)
     except TriageError:
-        return {}
+        return None
 
 
 def missing_need(probe_cls: type[Probe], run: Run) -> Missing | None:
@@ -114,9 +122,12 @@ def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
         with relaunch_permission(relaunch_allowed_for(probe_cls, run), run.relaunch_hint), confined_to(run):
             obs = probe_cls(node.params).examine(run)
     except Unavailable as exc:
+        # a probe's way to produce what it lacked is slime's; a TRL run is told TRL's (huggingface/trl#5697's
+        # run was told to rerun with `--save-debug-rollout-data`)
+        command = (_own_help(exc.artifact, run) or exc.command) if exc.command else exc.command
         return Finding(
             **base, outcome=UNAVAILABLE, summary=exc.reason,
-            missing=Missing(artifact=exc.artifact, reason=exc.reason, command=exc.command),
+            missing=Missing(artifact=exc.artifact, reason=exc.reason, command=command),
             duration_s=time.perf_counter() - started,
         )
     except CorruptArtifact as exc:

@@ -39,6 +39,7 @@ fault verdict only through a finding its catalog entry names as evidence.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +119,25 @@ class DecisionGraph:
             return {node_or_target[len(VERDICT_PREFIX):]}
         reach = nx.descendants(self.graph, node_or_target)
         return {n[len(VERDICT_PREFIX):] for n in reach if n.startswith(VERDICT_PREFIX)}
+
+    def verdicts_nearest_first(self, node_or_target: str) -> list[str]:
+        """The verdicts reachable from a node, nearest first, and at equal distance in the order the
+        playbooks list the edges (each node's expected outcome first): breadth-first over the graph."""
+        if node_or_target.startswith(VERDICT_PREFIX):
+            return [node_or_target[len(VERDICT_PREFIX):]]
+        seen = {node_or_target}
+        queue = deque([node_or_target])
+        out: list[str] = []
+        while queue:
+            for nxt in self.graph.successors(queue.popleft()):
+                if nxt in seen:
+                    continue
+                seen.add(nxt)
+                if nxt.startswith(VERDICT_PREFIX):
+                    out.append(nxt[len(VERDICT_PREFIX):])
+                else:
+                    queue.append(nxt)
+        return out
 
     def reachable_verdicts(self) -> set[str]:
         return self.verdicts_reachable_from(self.entry)

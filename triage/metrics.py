@@ -50,7 +50,10 @@ def _candidates() -> dict[str, tuple[tuple[str, str], ...]]:
     from triage.frameworks import metric_vocabulary
 
     table: dict[str, tuple[tuple[str, str], ...]] = {}
-    for name, row in metric_vocabulary().items():
+    vocabulary = metric_vocabulary()
+    own = {name: {spec.partition(":")[2] for cell in row.values() for spec in cell["keys"]}
+           for name, row in vocabulary.items()}
+    for name, row in vocabulary.items():
         seen: dict[tuple[str, str], None] = {}
         bare: dict[str, None] = {}
         for cell in row.values():
@@ -69,10 +72,12 @@ def _candidates() -> dict[str, tuple[tuple[str, str], ...]]:
                     seen[(ext, f"train/{key}")] = None
         # A pasted table's header drops the key's namespace (`completions/clipped_ratio` is
         # headed `clipped_ratio`); a compound last segment still names one metric, a bare
-        # `mean` or `max` does not.
+        # `mean` or `max` does not, nor one that is another metric's whole key (verl's
+        # `critic/grad_norm` is no table's `grad_norm` column: that is the policy's).
         for key in bare:
             last = key.rsplit("/", 1)[-1]
-            if last != key and ("_" in last or "-" in last):
+            if last != key and ("_" in last or "-" in last) \
+                    and not any(last in keys for other, keys in own.items() if other != name):
                 seen[(PASTED_TABLE, last)] = None
         table[name] = tuple(seen)
     return table

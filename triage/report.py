@@ -213,13 +213,12 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
     remedy, flags = verdict.remedy, list(verdict.flags)
     if walk.verdict == INCONCLUSIVE:
         remedy, flags = _inconclusive_remedy(run, remedy, flags)
-    elif walk.findings and isinstance(walk.findings[-1].evidence.get("remedy"), str):
+    elif (own := _own_remedy(walk.findings)) is not None:
         # the finding that decided quotes a remedy the log itself gives (an engine's own advice), which
         # the catalog's general one would contradict; its flags with it (the catalog's name another engine's
         # flag, or the opposite direction: verl-project/verl#2245, vLLM's KV cache with no room)
-        evidence = walk.findings[-1].evidence
-        remedy = evidence["remedy"]
-        flags = [f for f in evidence.get("flags") or [] if isinstance(f, str)]
+        remedy = own["remedy"]
+        flags = [f for f in own.get("flags") or [] if isinstance(f, str)]
     if walk.verdict != INCONCLUSIVE:
         remedy, flags = _framework_remedy(run, remedy, flags)
     report = Report(
@@ -265,6 +264,20 @@ def _framework_remedy(run: Run, remedy: str, flags: list[str]) -> tuple[str, lis
     if notes:
         remedy = f"{remedy.rstrip()} In {fw.title}: " + "; ".join(notes) + "."
     return remedy, flags
+
+
+def _own_remedy(findings: list) -> dict | None:
+    """The evidence of the finding that gives the verdict a remedy of its own: the deciding one, or the error
+    signature on the path to it whose wording has its own (TRL's batch check, answered in TRL's keys before the
+    batch arithmetic is checked)."""
+    if not findings:
+        return None
+    if isinstance(findings[-1].evidence.get("remedy"), str):
+        return findings[-1].evidence
+    for f in reversed(findings):
+        if f.probe == "error_signatures" and isinstance(f.evidence.get("remedy"), str):
+            return f.evidence
+    return None
 
 
 def _inconclusive_remedy(run: Run, remedy: str, flags: list[str]) -> tuple[str, list[str]]:

@@ -183,13 +183,57 @@ def pasted_config(text: str) -> dict[str, Any]:
     keyed = {m.group(1).replace("-", "_") for m in _LINE_KEY.finditer(text)}
     if len(keyed & last) < MIN_KNOWN_KEYS:
         return {}
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return {}
-    if not isinstance(raw, dict) or len(raw) < 3:
+    raw = _mapping(text)
+    if raw is None:
+        # a config amid log lines, or cut in its last line (hiyouga/LlamaFactory#7706, huggingface/open-r1#436):
+        # each stretch of `key: value` lines read on its own, the first of them winning a key
+        raw = {}
+        for block in _yaml_blocks(text):
+            for key, value in (_mapping(block) or {}).items():
+                raw.setdefault(key, value)
+    if len(raw) < 3:
         return {}
     flat = flatten(raw)
     if sum(1 for key in flat if key.replace("-", "_") in known) < MIN_KNOWN_KEYS:
         return {}
     return resolve_interpolations(flat)
+
+
+def _mapping(text: str) -> dict[str, Any] | None:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+# a top-level `key: value` line of a config; an exception's `SomeError: message` is not one
+_TOP_KEY = re.compile(r"[A-Za-z_][\w.-]*[ \t]*:(?:[ \t]|$)")
+_NOT_A_KEY = re.compile(r"\w*(?:Error|Exception|Warning)\b")
+MIN_BLOCK_KEYS = 3
+
+
+def _yaml_blocks(text: str) -> list[str]:
+    """The stretches of a text that read as YAML mappings: top-level `key: value` lines with the
+    indented, list and comment lines under them; any other line (a log line, a key cut before its
+    colon) ends a stretch."""
+    blocks: list[str] = []
+    lines: list[str] = []
+    keys = 0
+
+    def close() -> None:
+        nonlocal lines, keys
+        if keys >= MIN_BLOCK_KEYS:
+            blocks.append("\n".join(lines))
+        lines, keys = [], 0
+
+    for line in text.splitlines():
+        if _TOP_KEY.match(line) and not _NOT_A_KEY.match(line):
+            lines.append(line)
+            keys += 1
+        elif lines and (not line.strip() or line[:1] in (" ", "\t", "-", "#")):
+            lines.append(line)
+        else:
+            close()
+    close()
+    return blocks

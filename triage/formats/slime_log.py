@@ -128,6 +128,9 @@ ERROR_WORDS: tuple[str, ...] = (
     # `Received sigquit from a child process. It usually means the child failed.` (entrypoints/engine.py,
     # sgl-project/sglang#3685), logged without a level word
     "sigquit from a child",
+    # vLLM's scheduler refusing a prompt longer than max_model_len (core/scheduler.py, v1/core/sched/scheduler.py:
+    # `Input prompt (N tokens) is too long and exceeds limit of M`), logged as a warning
+    "exceeds limit of",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -145,12 +148,26 @@ ERROR_WORDS: tuple[str, ...] = (
 # (slime's `Memory-Usage ...: {...}` lines, six times as many as its metric lines in the
 # benchmark log), and each such hit cost a step of the Python loop.
 _METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK = 1, 2, 4, 8, 16
+_SPILLED: tuple[tuple[bytes, int], ...] = (
+    (b"exceeds limit of", _ERROR_MARK),
+    # vLLM's own report of what a sleep left on the GPU (v1/worker/gpu_worker.py: `Sleep mode freed 43.82 GiB memory,
+    # 4.11 GiB memory is still in use.`), one line per sleep of a colocated engine (NVIDIA-NeMo/RL#2619)
+    (b"Sleep mode freed", _OTHER_MARK),
+)
+_SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
     *((b"%d: {" % digit, _METRIC_MARK) for digit in range(10)),  # must stay first (_METRIC_NEEDLES)
     # `xit` stands for `exit`, `exitcode` and Kubernetes' `Exit Code:` in one 3-byte marker
     # `Seg` stands for `Segmentation fault` and the native handler's `!!!!!!! Segfault encountered !!!!!!!`
     *((word, _ERROR_MARK) for word in (b"SIG", b"OOM", b"Xid", b"xit", b"Seg")),
     (b"NaN", _OTHER_MARK),
+    # The second automaton holds 64 markers, past which it loses its SIMD prefilter (0.064 s against
+    # 0.258 s a 128 MB log with a 65th, benchmarks/bench_ingest.py's). The first one's prefilter is
+    # already the slow kind its 3-byte markers need, and a longer marker there cost nothing measurable
+    # (0.0202 s against 0.0203 s), so the markers that find no room in the second one go here:
+    # vLLM's scheduler refusing a prompt over max_model_len (`Input prompt (8128 tokens) is too long
+    # and exceeds limit of 6000`, a warning; huggingface/trl#3180), and its report of each sleep.
+    *_SPILLED,
     *((word, _ERROR_MARK) for word in (
         b"rror", b"RROR", b"xception", b"illed", b"core dumped",
         b"out of memory", b"OutOfMemory", b"oom-kill", b"Not enough memory", b"illegal memory access",
@@ -180,8 +197,11 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
 _NEEDLES: tuple[bytes, ...] = tuple(marker for marker, _ in _MARKERS)
 _MARK_OF: tuple[int, ...] = tuple(mark for _, mark in _MARKERS)
 _METRIC_NEEDLES = 10  # the first ten markers: `N: {`
-_SHORT_NEEDLES = _METRIC_NEEDLES + sum(len(n) < 4 for n in _NEEDLES)  # the first automaton's: those and the 3-byte ones
-assert all(len(n) < 4 for n in _NEEDLES[_METRIC_NEEDLES:_SHORT_NEEDLES]), "3-byte markers follow the metric ones"
+# the first automaton's: those, the 3-byte ones and the spilled ones
+_SHORT_NEEDLES = _METRIC_NEEDLES + sum(len(n) < 4 for n in _NEEDLES) + len(_SPILLED_MARKERS)
+_SPILLED_AT = _SHORT_NEEDLES - len(_SPILLED_MARKERS)
+assert all(len(n) < 4 for n in _NEEDLES[_METRIC_NEEDLES:_SPILLED_AT]), "3-byte markers follow the metric ones"
+assert _NEEDLES[_SPILLED_AT:_SHORT_NEEDLES] == _SPILLED_MARKERS, "then the spilled ones"
 # measured on the benchmark log: 64 long markers 0.085 s per 128 MB, 65 markers 0.29 s (no SIMD prefilter)
 assert len(_NEEDLES) - _SHORT_NEEDLES <= 64, "more than 64 long markers: the automaton loses its SIMD prefilter"
 _START = itemgetter(1)
@@ -192,7 +212,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # an SGR code whose ESC byte was lost (`[36m`), or replaced by U+FFFD on the way (verl-project/verl#2106:
 # `RayTaskError(RuntimeError): \ufffd[36mray::TaskRunner.run()\ufffd[39m`)
 _BARE_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3})*m")
-_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
+# (an actor's name may hold one pair of parentheses of its own: ROLL's `(ActorWorker(actor_train-1) pid=18175, ip=…)`,
+# alibaba/ROLL#193)
+_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
 _TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
 _SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
 _RAY_PREFIX = re.compile(_SRC)
@@ -207,12 +229,20 @@ _TIMESTAMPS_PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}(?:Z|[+
 # a cluster's log collector putting the time and the pod before each line it gathered, then ` >> `
 # (`[2025-12-18T16:24:02+08:00] <pod name> >> (SGLangEngine pid=3111) …`, THUDM/slime#1177)
 _COLLECTOR_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] [\w.:-]+ >> ")
+# a CI runner's timestamp before each line of a job's output: `[2026-08-21T19:42:40Z] ` (Buildkite's
+# timestamped log lines; vllm-project/vllm#43375). The zone marks the carrier's clock: the frameworks'
+# own loggers print local time without one.
+_CI_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\] ")
 # Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
 _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
 # Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
 # task number to lines of stdout/err": `0: `, right-aligned when there are ten tasks or more;
 # sgl-project/sglang#4096) and Open MPI's `mpirun --tag-output` (`[1,0]<stdout>:`).
 _TASK_LABEL = re.compile(r" {0,5}\d{1,6}: (?=\S| {2})|\[\d+,\d+\]<std(?:out|err|diag)>: ?")
+# pdsh's `<host>: ` before each line of a remote command (DeepSpeed's multi-node launcher runs the ranks
+# through it: StarsfieldAI/R1-V#44's `29.127.65.230: [rank0]: AttributeError: …`): an address, or a host name
+# when a rank's prefix follows
+_PDSH_PREFIX = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}: (?=\S)|[A-Za-z][\w.-]*: (?=\[(?:default)?rank\d+\]:)")
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _RANK_PREFIX = re.compile(r"\[(?P<rank>(?:default)?rank\d+)\]:\s?")
@@ -289,6 +319,16 @@ _FAST_TIMER = re.compile(
     r"(?P<msg>Timer (?P<name>\S+) (?P<what>start|end)(?: \(elapsed: (?P<s>[-+\d.eE]+|nan|inf)s\))?\s*$)"
 )
 _METRIC = re.compile(r"(?P<kind>(?:[A-Za-z_]+-)?step|rollout|perf|eval|passrate|multi_turn) (?P<n>\d+): (?P<dict>\{.*)")
+_NCCL_RETRY = re.compile(r"connect returned [\w ]+, retrying \((\d+)/(\d+)\)")
+
+
+def _last_retry(msg: str) -> bool:
+    """NCCL's last connect retry, logged at INFO (misc/socket.cc: `connect returned No route to host, retrying
+    (34/34)`), after which the connection fails: a paste may end there (hiyouga/LlamaFactory#8045)."""
+    m = _NCCL_RETRY.search(msg) if "retrying (" in msg else None
+    return m is not None and m.group(1) == m.group(2)
+
+
 _ERROR_RE = re.compile("|".join(re.escape(w) for w in ERROR_WORDS))
 # a frame line of a Python traceback (traceback.py's `  File "{}", line {}, in {}`); faulthandler's
 # dump writes `line N in fn` without the comma
@@ -623,13 +663,15 @@ def strip_carrier(text: str) -> str:
     prefix (THUDM/slime#1217: `   (SGLangEngine pid=32887) [ts TP7 EP7] …` under a numbered item), and
     W&B's `wandb: ERROR ` before each line of the traceback of a run its sweep agent ran (wandb/agents/
     pyagent.py logs the run's exception through its logger: unslothai/unsloth-zoo#127), and a cluster's
-    log collector's `[<ISO time>] <pod> >> ` (THUDM/slime#1177)."""
+    log collector's `[<ISO time>] <pod> >> ` (THUDM/slime#1177), a CI runner's `[<ISO time with zone>] `, and
+    pdsh's `<host>: ` (DeepSpeed's multi-node launcher)."""
     first = text[:1]
     if first == "w" and text.startswith("wandb: ERROR") and text[12:13] in ("", " ", "\r", "\n"):
         text = text[13:]
         first = text[:1]
-    elif first == "[" and text[11:12] == "T" and " >> " in text[:200]:
-        m = _COLLECTOR_PREFIX.match(text)
+    elif first == "[" and text[11:12] == "T":
+        m = _COLLECTOR_PREFIX.match(text) if " >> " in text[:200] else None
+        m = m or _CI_TIMESTAMP.match(text)
         if m:
             text = text[m.end():]
             first = text[:1]
@@ -658,6 +700,8 @@ def strip_carrier(text: str) -> str:
         m = _TASK_LABEL.match(text)
         if m:
             text = text[m.end():]
+    if ": " in text[:64] and (m := _PDSH_PREFIX.match(text)):
+        text = text[m.end():]
     return text
 
 
@@ -1240,7 +1284,7 @@ class _FileScan:
     def _error(self, line: _Line, line_no: int) -> None:
         msg = line.text
         if line.level in ("ERROR", "CRITICAL") or _ERROR_RE.search(msg):
-            if "NCCL INFO" in msg and not _ERROR_RE.search(msg.replace("NCCL", "")):
+            if "NCCL INFO" in msg and not _ERROR_RE.search(msg.replace("NCCL", "")) and not _last_retry(msg):
                 return  # NCCL_DEBUG=INFO chatter
             self.ix.errors.add(self._logline(line, line_no))
 
@@ -1498,7 +1542,7 @@ def _notable_tag(msg: str) -> str | None:
         return "train_progress"
     if "eights" in msg and _WEIGHTS_UPDATE.search(msg):
         return "weights_update"
-    if ("ffload" in msg or "release_memory" in msg) and _RELEASE.search(msg):
+    if ("ffload" in msg or "release_memory" in msg) and _RELEASE.search(msg) or "Sleep mode freed" in msg:
         return "release_memory"
     if ("nload" in msg or "resume_memory" in msg or "wake_up" in msg) and _RESUME.search(msg):
         return "resume_memory"

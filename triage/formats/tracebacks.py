@@ -56,7 +56,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _ANSI_LEFTOVER = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*m|m(?![A-Za-z0-9_]))")
 _REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 _RAY_PREFIX = re.compile(
-    r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*)?,?\s?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
+    r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*(?:\([\w.:-]*\))?)?,?\s?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
 )
 _RANK_PREFIX = re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")
 # (`, in` with no function name: a `<module>` that a Markdown renderer took for an HTML tag)
@@ -344,6 +344,15 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
     return text, Origin(actor, pid, ip, rank), repeated
 
 
+_VLLM_HEAD = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?(?P<where>[^\]\s]+:\d+)\] ")
+
+
+def _record_head(raw: str) -> tuple[str, str] | None:
+    """The level and `file:line` of the vLLM logger record a line is printed in (VLLM_FMT), wherever its prefixes end."""
+    m = _VLLM_HEAD.search(raw, 0, 300)
+    return (m.group("level"), m.group("where")) if m else None
+
+
 class _Open:
     """A traceback being read on one stream."""
 
@@ -366,6 +375,7 @@ class _Open:
         self.wrapped: str | None = None  # a frame line cut short, waiting for the rest a terminal wrapped
         self.fault: tuple[int, str] | None = None  # faulthandler's stack: the fatal error's (line, message)
         self.ipython = False  # IPython's format: `File PATH:LINE, in FUNC(…)` frames over numbered code lines
+        self.head: tuple[str, str] | None = None  # the logger record its lines are printed in (vLLM's level, file:line)
         self.frame_indent = 2  # Python's; a paste shifted as a whole shifts the exception line with it
 
     def add_frame(self, frame: Frame) -> None:
@@ -537,8 +547,15 @@ class TracebackReader:
         if line_no - tb.start > MAX_CHAIN_LINES:
             self._close(key, cut=True)
             return
+        head = _record_head(raw) if "] " in raw else None
         if tb.state == "frames":
+            tb.head = head
             self._in_block(key, tb, text, line_no, repeated)
+        elif head is not None and tb.head is not None and head != tb.head:
+            # another record of the logger that printed the traceback line by line (vLLM's `INFO … [executor.py:127]`
+            # after `ERROR … [core.py:398] ModuleNotFoundError: …`, vllm-project/vllm#16259): not its message
+            self._close(key)
+            self.feed(line_no, raw)
         else:
             self._after(key, tb, text, line_no, origin, raw)
 

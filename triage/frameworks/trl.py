@@ -25,7 +25,11 @@ FRAMEWORK = Framework(
                  "The average ratio of batch (", "KL divergence is starting to become negative",
                  # its loggers by module name, and the trainer's client waiting for `trl vllm-serve`
                  # (trl/extras/vllm_client.py check_server; huggingface/open-r1#543)
-                 "trl.extras.", "trl.trainer.", "trl vllm-serve"),
+                 "trl.extras.", "trl.trainer.", "trl vllm-serve",
+                 # its config classes, as a script or a paste writes them (trl/trainer/*_config.py;
+                 # huggingface/trl#204's `config = PPOConfig(…)`)
+                 "GRPOConfig(", "PPOConfig(", "DPOConfig(", "RLOOConfig(", "KTOConfig(", "ORPOConfig(",
+                 "OnlineDPOConfig("),
     metric_grammars=("hf_dict",),
     arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
     error_wordings=(
