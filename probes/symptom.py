@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict
 
 from triage.errors import Unavailable
 from triage.finding import Observation
+from triage.formats.tracebacks import went_on_after
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
@@ -230,12 +231,22 @@ class Symptom(Probe):
         for line in [*log.finish_rollouts, *(n for n in log.notable if n.tag in PROGRESS_TAGS)]:
             progress.setdefault(line.path, []).append(line.line_no)
         failed = (run.status or "").lower() == "failed"
+        ends: dict[tuple[str, int], Any] | None = None
 
         def survived(line: LogLine) -> bool:
+            nonlocal ends
             if failed:
                 return False
             later = [n for n in progress.get(line.path, []) if n > line.line_no]
-            return len(later) >= p.survived_after
+            if len(later) >= p.survived_after:
+                return True
+            # a traceback's exception line: the steps the log went on to record after it (verl's `step:N` lines, the
+            # Trainer's dicts, slime's records), as crash_location counts them
+            if ends is None:
+                reader = run.tracebacks
+                ends = {(g.first.path, g.first.root.line_no): (reader, g.first) for g in reader.groups.values()}
+            hit = ends.get((line.path, line.line_no))
+            return hit is not None and went_on_after(hit[0], hit[1], p.survived_after)
 
         candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
         cut_headers: list[LogLine] = []

@@ -834,3 +834,18 @@ def test_a_fatal_line_without_a_traceback_is_placed_by_the_actor_that_printed_it
     # with no actor named, nothing says whose process it was
     _, obs = locate(tmp_path, line.replace("(SGLangEngine pid=12595) ", ""))
     assert obs.evidence["component"] == "unknown"
+
+
+def test_an_error_python_reports_from_a_finalizer_is_not_the_crash(tmp_path):
+    # huggingface/open-r1#658: sys.unraisablehook's report comes first; the job's own error after it is the crash
+    log = ("Exception ignored in: <finalize object at 0x7f7d7b9bc920; dead>\n"
+           "Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3.12/site-packages/math_verify/utils.py", line 43, in handler\n'
+           '    raise TimeoutError("Operation timed out!")\n'
+           "TimeoutError: Operation timed out!\n"
+           "Traceback (most recent call last):\n"
+           '  File "/opt/open-r1/src/open_r1/grpo.py", line 88, in main\n'
+           "    trainer.train()\n"
+           "RuntimeError: CUDA error: an illegal instruction was encountered\n")
+    _, obs = locate(tmp_path, log)
+    assert obs.evidence["exception_type"] == "RuntimeError" and obs.evidence["where"].endswith("job.log:9")

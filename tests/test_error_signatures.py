@@ -1359,3 +1359,25 @@ def test_a_parameter_name_the_engine_refuses_in_a_weight_sync_is_the_name_mappin
 ])
 def test_field_wordings_with_a_twist(tmp_path, line, outcome):
     assert examine(tmp_path, line).outcome == outcome
+
+
+IGNORED = (  # huggingface/open-r1#658: math_verify's timeout raised in a finalizer, which Python reports and goes on from
+    "Exception ignored in: <finalize object at 0x7f7d7b9bc920; dead>\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/weakref.py", line 585, in __call__\n'
+    "    def __call__(self, _=None):\n"
+    "\n"
+    '  File "/usr/lib/python3.12/site-packages/math_verify/utils.py", line 43, in handler\n'
+    '    raise TimeoutError("Operation timed out!")\n'
+    "TimeoutError: Operation timed out!\n"
+)
+WATCHDOG = ("[rank2]:[E516 06:09:16.295666043 ProcessGroupNCCL.cpp:629] [Rank 2] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=49296, OpType=_ALLGATHER_BASE, NumelIn=192, NumelOut=576, Timeout(ms)=1800000) ran "
+            "for 1800077 milliseconds before timing out.\n")
+
+
+def test_an_error_python_reports_and_goes_on_from_is_not_the_first_error(tmp_path):
+    obs = examine(tmp_path, IGNORED + WATCHDOG)
+    assert obs.outcome == "nccl_abort", obs.summary
+    # the same traceback without the unraisable hook's header is the job's error
+    assert examine(tmp_path, IGNORED.split("\n", 1)[1] + WATCHDOG).outcome == "other_error"

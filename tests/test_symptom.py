@@ -85,6 +85,28 @@ def test_a_pasted_traceback_cut_before_its_exception_is_an_error_exit(tmp_path):
     assert "cut before its exception" in obs.summary and "__enter__" in obs.summary
 
 
+def _verl_log(error_after_step: int, steps: int = 12) -> str:
+    lines = []
+    for i in range(1, steps + 1):
+        lines.append(f"(TaskRunner pid=700) step:{i} - actor/entropy:0.5 - actor/pg_loss:0.01 - actor/grad_norm:0.3\n")
+        if i == error_after_step:
+            lines += ["(WorkerDict pid=812) Traceback (most recent call last):\n",
+                      '(WorkerDict pid=812)   File "/workspace/verl/verl/utils/reward_score/math.py", line 30, in compute_score\n',
+                      "(WorkerDict pid=812)     return float(x)\n",
+                      "(WorkerDict pid=812) ValueError: could not convert string to float: 'abc'\n"]
+    return "".join(lines)
+
+
+def test_an_error_verl_logged_steps_after_is_not_where_the_job_stopped(tmp_path):
+    # verl's `step:N` records after a traceback show the job went on from it: not an error exit
+    (tmp_path / "job.log").write_text(_verl_log(error_after_step=1), encoding="utf-8")
+    assert classify(open_run(str(tmp_path))).outcome != "error_exit"
+    # the same error after the last step is where it stopped
+    (tmp_path / "job.log").write_text(_verl_log(error_after_step=12), encoding="utf-8")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "error_exit" and "could not convert" in obs.summary
+
+
 NCCL_RETRIES = "".join(  # hiyouga/LlamaFactory#8045: NCCL's socket connect, retried at INFO
     f"zgiot:1183664:1184669 [0] NCCL INFO socketPollConnect: connect returned No route to host, retrying ({i}/34) "
     f"after sleep for {i}00 msec\n" for i in range(31, 35))

@@ -200,7 +200,8 @@ def _main(argv: list[str]) -> int:
 def _joinable(scan: _FileScan, part: dict) -> bool:
     """Whether the part, read from a blank state, reads the same after what the scan holds now."""
     ix, theirs = scan.ix, part["index"]
-    if scan.tracebacks or scan.walk is not None or scan.head_left > 0 or scan.hf_pending is not None:
+    if scan.tracebacks or scan.walk is not None or scan.head_left > 0 or scan.hf_pending is not None \
+            or scan.lines in scan.ignored_at.values():
         return False  # something open at the cut that the part's lines would have continued
     if theirs.saw_command and scan.out.command_line is not None:
         return False

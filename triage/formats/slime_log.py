@@ -468,6 +468,9 @@ class _OpenTraceback:
     head: list[str] = field(default_factory=list)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_FRAMES // 2))
     frame_indent: int = 2  # Python's; a paste shifted as a whole shifts the exception line with it
+    # printed under `Exception ignored in: <…>` (sys.unraisablehook: an error in a finalizer or a `__del__`,
+    # which the process went on from): its exception line is no error line of the job
+    ignored: bool = False
 
     def add_frame(self, frame: str) -> None:
         if len(self.head) < MAX_FRAMES // 2:
@@ -810,6 +813,7 @@ class _FileScan:
         self.finder = finder
         self.lines = 0  # newlines consumed so far
         self.tracebacks: dict[str | None, _OpenTraceback] = {}
+        self.ignored_at: dict[str | None, int] = {}  # per source, the line of its last `Exception ignored …`
         # a multi-line construct being read line by line: Megatron's arguments block,
         # or a command line continued with backslashes
         self.walk: str | None = None
@@ -1328,9 +1332,14 @@ class _FileScan:
         if msg.startswith("Traceback (most recent call last)"):
             if key in self.tracebacks:
                 self._close_traceback(key, "")
+            ignored = self.ignored_at.get(key) == line_no - 1
             if len(self.tracebacks) < MAX_OPEN_TRACEBACKS:
-                self.tracebacks[key] = _OpenTraceback(line_no, key)
-            self.ix.errors.add(self._logline(line, line_no))
+                self.tracebacks[key] = _OpenTraceback(line_no, key, ignored=ignored)
+            if not ignored:
+                self.ix.errors.add(self._logline(line, line_no))
+            return True
+        if msg.startswith("Exception ignored "):  # sys.unraisablehook's header (huggingface/open-r1#658)
+            self.ignored_at[key] = line_no
             return True
         tb = self.tracebacks.get(key)
         if tb is None:
@@ -1358,14 +1367,14 @@ class _FileScan:
             return False
         if exception_line(msg) and line.fmt is None:
             self._close_traceback(key, msg.strip())
-            return False  # the exception line is an error line too
+            return tb.ignored  # the exception line is an error line too, unless the process went on from it
         if tb.head:
             self._close_traceback(key, "")  # the traceback ended on a line the scan did not see
         return False
 
     def _close_traceback(self, key: str | None, exception: str) -> None:
         tb = self.tracebacks.pop(key, None)
-        if tb is not None:
+        if tb is not None and not tb.ignored:
             self.ix.tracebacks.add(Traceback(self.where, tb.line_no, tb.frames(), _cap(exception), tb.source))
 
     def _close_all_tracebacks(self) -> None:

@@ -100,7 +100,8 @@ _CONTEXT = "During handling of the above exception, another exception occurred:"
 # What starts a traceback: its header, Ray's wrapper, or (in a paste cut above its header, or
 # printed under a header another tool reworded) a frame line itself.
 # (`", line ` also: a frame line a paste cut before its `File "`)
-_HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"Current thread")
+_HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"Current thread",
+        b"Exception ignored ")
 # Python's faulthandler after a fatal signal or abort: `Fatal Python error: Aborted`, then the crashing
 # thread's stack, most recent call first, frames without the comma (`  File "x.py", line 169 in resume`)
 # (cpython Python/traceback.c dump_traceback; fzyzcjy/torch_memory_saver#87, THUDM/slime#1886)
@@ -375,6 +376,7 @@ class _Open:
         self.wrapped: str | None = None  # a frame line cut short, waiting for the rest a terminal wrapped
         self.fault: tuple[int, str] | None = None  # faulthandler's stack: the fatal error's (line, message)
         self.ipython = False  # IPython's format: `File PATH:LINE, in FUNC(…)` frames over numbered code lines
+        self.ignored = False  # under `Exception ignored in: <…>`: an error the process reported and went on from
         self.head: tuple[str, str] | None = None  # the logger record its lines are printed in (vLLM's level, file:line)
         self.frame_indent = 2  # Python's; a paste shifted as a whole shifts the exception line with it
 
@@ -405,6 +407,7 @@ class TracebackReader:
         self.rollout: int | None = None
         self.pid_ranks: dict[int, int] = {}  # an actor's rank, from its own `[Rank N]` lines
         self.fatal: tuple[int, str] | None = None  # the last `Fatal Python error: …` (line, message)
+        self.ignored_at: dict[tuple[str | None, int | None, int | None], int] = {}  # `Exception ignored …` lines
         self.final_records: dict[str, tuple[int | None, int | None]] = {}  # per file: the last step and rollout
 
     # -- files ------------------------------------------------------------------------
@@ -413,6 +416,7 @@ class TracebackReader:
         """Read one log file (plain or gzip) in chunks; only stretches after a marker are parsed."""
         self.path = str(path)
         self.step = self.rollout = None
+        self.ignored_at.clear()
         with _open(path) as fh:
             line_no = 0
             rest = b""
@@ -519,12 +523,16 @@ class TracebackReader:
                 fatal = self.fatal if self.fatal and line_no - self.fatal[0] <= FAULT_REACH else None
                 tb.fault = fatal or (line_no, "")
                 return
+            if body.startswith("Exception ignored "):  # sys.unraisablehook's header (huggingface/open-r1#658)
+                self.ignored_at[key] = line_no
+                return
             if "Traceback (most recent call last)" in body:
                 # `[ts TP0] Scheduler hit an exception: Traceback (most recent call last):` starts one too
                 if origin.rank is None and (r := _HEAD_RANK.search(text)):
                     origin = Origin(origin.actor, origin.pid, origin.ip, int(r.group(1) or r.group(2)))
                 self.open[key] = _Open(line_no, origin, self.step, self.rollout)
                 self.open[key].ipython = bool(_IPY_HEADER.match(body.strip()))
+                self.open[key].ignored = self.ignored_at.get(key) == line_no - 1
             elif (f := _FRAME.match(text) if text[:1] in (" ", "\t") else _BARE_FRAME.match(text)):
                 # a traceback whose header was cut off or reworded: its frames start it
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
@@ -698,8 +706,8 @@ class TracebackReader:
         elif at_end and tb.state == "frames" and tb.link == "ray":
             # the file ends right under Ray's envelope: the remote traceback it announces was cut off
             tb.close_block(None, "", tb.last_line)
-        if not tb.blocks:
-            return
+        if not tb.blocks or tb.ignored:
+            return  # (an error Python reported from a finalizer and went on from is no crash of the job)
         if self.want:
             for b in tb.blocks:
                 if (self.path, b.line_no) in self.want:
