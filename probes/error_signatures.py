@@ -168,9 +168,9 @@ FATAL_LINE = re.compile(
     # NCCL's last connect retry (misc/socket.cc logs each at INFO: `socketPollConnect: connect returned No route to
     # host, retrying (34/34) after sleep for 3400 msec`); the connection fails after it (hiyouga/LlamaFactory#8045)
     r"|\bconnect returned [\w ]+, retrying \((\d+)/\1\)"
-    # c10::Error's backtrace head, printed where a C++ exception ends the process with no Python line of its own
-    # (`Exception raised from checkTimeout at …/ProcessGroupNCCL.cpp:688 (most recent call first):`, NovaSky-AI/SkyRL#757)
-    r"|\bException raised from \w+ at \S+:\d+ \(most recent call first\)"
+    # LLVM's report_fatal_error, which aborts the process: a Triton kernel that cannot be compiled for the GPU
+    # (`LLVM ERROR: Failed to compute parent layout`, fp16 on a V100: verl-project/verl#1633)
+    r"|\bLLVM ERROR: \S"
     # an OSError printed as the job's last words without its type (`print(e)`, `str(e)`):
     # `[Errno 2] No such file or directory: '…/model_optim_rng.pt'`
     r"|^\[Errno \d+\] "

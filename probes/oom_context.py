@@ -47,7 +47,9 @@ TRAIN_TIMERS = ("actor_train", "train_step", "critic_train")
 SWITCH_TIMERS = ("update_weights", "wake_up", "sleep", "onload", "offload", "onload_weights", "ref_model_update")
 
 ENGINE_SOURCE = re.compile(r"sglang|SGLang|Scheduler|TpModelWorker|DetokenizerManager", re.I)
-ENGINE_TEXT = re.compile(r"mem[-_]fraction[-_]static|Scheduler hit an exception|KV cache|Prefill out of memory|Decode out of memory")
+# (vLLM's sleep-mode allocator, csrc/cumem_allocator.cpp, failing when a colocated engine wakes up: modelscope/ms-swift#7324)
+ENGINE_TEXT = re.compile(r"mem[-_]fraction[-_]static|Scheduler hit an exception|KV cache|Prefill out of memory|"
+                         r"Decode out of memory|cumem_allocator")
 ENGINE_FRAME = re.compile(r"sglang/srt/|sglang\\srt\\")
 # An engine that finds no memory left for its KV cache once its weights are loaded refuses to start,
 # and says which way its memory fraction must go: up (SGLang model_runner.py init_memory_pool, vLLM

@@ -357,6 +357,15 @@ FIELD_CASES = [
      "ValidationError: 1 validation error for SchedulerConfig\n"
      "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). This effectively limits the "
      "maximum sequence length to max_num_batched_tokens.\n"),
+    ("killed",  # DeepSpeed's launcher reporting a rank ended by SIGKILL (2U1/Qwen-VL-Series-Finetune#79)
+     "[2025-01-14 10:12:07,391] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py'] exits with "
+     "return code = -9\n"),
+    ("killed", "已杀死\n"),  # bash's `Killed` in a Chinese locale (danijar/dreamerv3#203)
+    ("nccl_abort",  # c10's backtrace head of the watchdog's timeout, all a paste kept of it (NovaSky-AI/SkyRL#757)
+     "(FSDPPolicyWorkerBase pid=4060712) Exception raised from checkTimeout at "
+     "/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:688 (most recent call first):\n"),
+    ("cuda_oom",  # a notebook's header names torch's OOM above a traceback the paste cut (unslothai/unsloth#3373)
+     "OutOfMemoryError                          Traceback (most recent call last)\n"),
     ("version_mismatch",  # pickle's find_class: a checkpoint's class the installed megatron-core lacks
      "AttributeError: Can't get attribute 'MCoreMetadata' on "
      "<module 'megatron.core.dist_checkpointing.strategies.torch'>\n"),  # NVIDIA-NeMo/Megatron-Bridge#1210
@@ -1149,9 +1158,8 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     # vLLM's custom all-reduce check (vllm-project/vllm#56180) and torch_npu's failed call (huggingface/trl#5142)
     "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'\n",
     "[rank0]: NPU function error: call failed, error code is 50\n",
-    # c10::Error's backtrace head where the C++ exception ended the process (NovaSky-AI/SkyRL#757)
-    "(FSDPPolicyWorkerBase pid=4060712) Exception raised from checkTimeout at "
-    "/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:688 (most recent call first):\n",
+    # LLVM's fatal error under a Triton compile, which aborts the worker (verl-project/verl#1633)
+    "(WorkerDict pid=804460) LLVM ERROR: Failed to compute parent layout\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)
@@ -1381,3 +1389,22 @@ def test_an_error_python_reports_and_goes_on_from_is_not_the_first_error(tmp_pat
     assert obs.outcome == "nccl_abort", obs.summary
     # the same traceback without the unraisable hook's header is the job's error
     assert examine(tmp_path, IGNORED.split("\n", 1)[1] + WATCHDOG).outcome == "other_error"
+
+
+REWARD_KEYERROR = (  # PRIME-RL/TTRL#20: verl's reward manager reads a column the dataset does not have
+    "ray.exceptions.RayTaskError(KeyError): ray::TaskRunner.run() (pid=221840, ip=172.31.45.209)\n"
+    '  File "/workspace/TTRL/verl/verl/trainer/ppo/ray_trainer.py", line 627, in _validate\n'
+    "    result = self.val_reward_fn(test_batch, return_dict=True)\n"
+    '  File "/workspace/TTRL/verl/verl/workers/reward_manager/ttrl.py", line 203, in _compute_eval_reward\n'
+    '    ground_truth = data_item.non_tensor_batch["reward_model"]["ground_truth"]\n'
+    "KeyError: 'reward_model'\n"
+)
+
+
+def test_a_key_the_reward_function_cannot_find_is_a_broken_reward_and_elsewhere_is_not(tmp_path):
+    obs = examine(tmp_path, REWARD_KEYERROR)
+    assert obs.outcome == "reward_fn_failed" and obs.evidence["signature"] == "reward_input_missing_key"
+    # the same KeyError raised in the trainer's own code, with no reward frame under it
+    trainer = REWARD_KEYERROR.replace("workers/reward_manager/ttrl.py", "trainer/ppo/core_algos.py").replace(
+        "_compute_eval_reward", "compute_advantage")
+    assert examine(tmp_path, trainer).outcome == "other_error"

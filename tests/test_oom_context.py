@@ -98,6 +98,14 @@ def test_a_vllm_engine_without_room_for_its_kv_cache_is_not_named_sglang(tmp_pat
     assert rc["flags"] == [] and rc["remedy"].startswith("vLLM found no GPU memory left for its KV cache blocks")
 
 
+def test_an_oom_in_vllms_sleep_mode_allocator_is_the_engines(tmp_path):
+    # modelscope/ms-swift#7324: csrc/cumem_allocator.cpp is the allocator of a vLLM engine that sleeps and wakes
+    (tmp_path / "job.log").write_text("RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n",
+                                      encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "engine_side", obs.summary
+
+
 def test_an_oom_in_the_memory_savers_resume_is_the_colocated_switch(tmp_path):
     # fzyzcjy/torch_memory_saver#99: the engine's memory could not be re-created for the next rollout
     (tmp_path / "job.log").write_text(

@@ -130,7 +130,7 @@ ERROR_WORDS: tuple[str, ...] = (
     "sigquit from a child",
     # vLLM's scheduler refusing a prompt longer than max_model_len (core/scheduler.py, v1/core/sched/scheduler.py:
     # `Input prompt (N tokens) is too long and exceeds limit of M`), logged as a warning
-    "exceeds limit of",
+    "exceeds limit of", "已杀死",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -153,6 +153,8 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     # vLLM's own report of what a sleep left on the GPU (v1/worker/gpu_worker.py: `Sleep mode freed 43.82 GiB memory,
     # 4.11 GiB memory is still in use.`), one line per sleep of a colocated engine (NVIDIA-NeMo/RL#2619)
     (b"Sleep mode freed", _OTHER_MARK),
+    # bash's `Killed` in a Chinese locale (a job the OOM killer ended: danijar/dreamerv3#203)
+    ("已杀死".encode(), _ERROR_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (

@@ -15,7 +15,7 @@ FRAMEWORK = Framework(
     run_names=("verl",),
     log_markers=(
         "verl.trainer", "verl/trainer", "verl/workers", "verl/utils/", "(TaskRunner pid=", "(WorkerDict pid=",
-        "actor_rollout_ref.", "global_seqlen/", "timing_s/", "critic/score/mean",
+        "actor_rollout_ref.", "actor_rollout_ref:", "global_seqlen/", "timing_s/", "critic/score/mean",
         # Ray's name for verl's driver actor in a remote error (`ray::TaskRunner.run()`), and the entry
         # points of verl's recipes (verl-project/verl recipe/dapo/main_dapo.py; verl-project/verl#747)
         "ray::TaskRunner.", "recipe/dapo/", "main_dapo.py",
