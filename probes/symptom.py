@@ -45,7 +45,6 @@ from pydantic import BaseModel, ConfigDict
 
 from triage.errors import Unavailable
 from triage.finding import Observation
-from triage.formats.tracebacks import went_on_after
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
@@ -241,12 +240,19 @@ class Symptom(Probe):
             if len(later) >= p.survived_after:
                 return True
             # a traceback's exception line: the steps the log went on to record after it (verl's `step:N` lines, the
-            # Trainer's dicts, slime's records), as crash_location counts them
+            # Trainer's dicts, slime's records), counted from a step the log recorded before it: a progress bar's
+            # `8/120` after an error with no record before it says where the bar was, not that it moved on
+            # (modelscope/ms-swift#7228)
             if ends is None:
                 reader = run.tracebacks
                 ends = {(g.first.path, g.first.root.line_no): (reader, g.first) for g in reader.groups.values()}
             hit = ends.get((line.path, line.line_no))
-            return hit is not None and went_on_after(hit[0], hit[1], p.survived_after)
+            if hit is None:
+                return False
+            reader, chain = hit
+            final_step, final_rollout = reader.final_records.get(chain.path, (None, None))
+            return any(final is not None and at is not None and final - at > p.survived_after
+                       for final, at in ((final_step, chain.last_step), (final_rollout, chain.last_rollout)))
 
         candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
         cut_headers: list[LogLine] = []

@@ -105,6 +105,14 @@ def test_an_error_verl_logged_steps_after_is_not_where_the_job_stopped(tmp_path)
     (tmp_path / "job.log").write_text(_verl_log(error_after_step=12), encoding="utf-8")
     obs = classify(open_run(str(tmp_path)))
     assert obs.outcome == "error_exit" and "could not convert" in obs.summary
+    # modelscope/ms-swift#7228: a progress bar's `8/120` printed after the error, with no record before it, says where
+    # the bar stood, not that the job went on
+    (tmp_path / "job.log").write_text(
+        "[rank0]:   File \"/opt/ms-swift/swift/trainers/rlhf_trainer/vllm_client.py\", line 179, in infer\n"
+        "[rank0]:     raise RuntimeError(f'Multiple errors: {all_errors}')\n"
+        "[rank0]: RuntimeError: Multiple errors: [Exception('Server 1 failed: 500, Internal Server Error')]\n"
+        "Train:   7%|▋         | 8/120 [11:30:34<161:08:04, 5179.32s/it]\n", encoding="utf-8")
+    assert classify(open_run(str(tmp_path))).outcome == "error_exit"
 
 
 NCCL_RETRIES = "".join(  # hiyouga/LlamaFactory#8045: NCCL's socket connect, retried at INFO
