@@ -82,6 +82,11 @@ PRECEDENCE = (
 )
 # Log lines that show the job moving on (besides `Finish rollout: …` samples).
 PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_update")
+# The steps a log recorded after a traceback are counted by the traceback reader, which reads a log at about 12 MB/s
+# (10.6 s for benchmarks/bench_ingest.py's 128 MB slime log): past this size the symptom check does not read it (the
+# static triage of the 1 GB log took 82 s instead of 5.5 s), and an error with steps after it counts only the
+# progress lines the log index keeps
+STEP_COUNT_MAX_BYTES = 32 << 20
 RETRYING = re.compile(r"retrying|\battempt \d+/\d+", re.I)
 # the last of the retries (`retrying (34/34)`, `attempt 60/60`): nothing is tried after it (NCCL's socket connect,
 # hiyouga/LlamaFactory#8045)
@@ -243,6 +248,8 @@ class Symptom(Probe):
             # Trainer's dicts, slime's records), counted from a step the log recorded before it: a progress bar's
             # `8/120` after an error with no record before it says where the bar was, not that it moved on
             # (modelscope/ms-swift#7228)
+            if run.log.bytes > STEP_COUNT_MAX_BYTES:
+                return False
             if ends is None:
                 reader = run.tracebacks
                 ends = {(g.first.path, g.first.root.line_no): (reader, g.first) for g in reader.groups.values()}
