@@ -45,6 +45,8 @@ from pydantic import BaseModel, ConfigDict
 
 from triage.errors import Unavailable
 from triage.finding import Observation
+from triage.formats.slime_log import LAST_TRY
+from triage.formats.tracebacks import Chain, went_on_after
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
@@ -88,9 +90,6 @@ PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_up
 # progress lines the log index keeps
 STEP_COUNT_MAX_BYTES = 32 << 20
 RETRYING = re.compile(r"retrying|\battempt \d+/\d+", re.I)
-# the last of the retries (`retrying (34/34)`, `attempt 60/60`): nothing is tried after it (NCCL's socket connect,
-# hiyouga/LlamaFactory#8045)
-LAST_TRY = re.compile(r"\((\d+)/\1\)|\battempt (\d+)/\2\b", re.I)
 
 
 def retrying(text: str) -> bool:
@@ -235,7 +234,7 @@ class Symptom(Probe):
         for line in [*log.finish_rollouts, *(n for n in log.notable if n.tag in PROGRESS_TAGS)]:
             progress.setdefault(line.path, []).append(line.line_no)
         failed = (run.status or "").lower() == "failed"
-        ends: dict[tuple[str, int], Any] | None = None
+        ends: dict[tuple[str, int], Chain] | None = None
 
         def survived(line: LogLine) -> bool:
             nonlocal ends
@@ -245,21 +244,13 @@ class Symptom(Probe):
             if len(later) >= p.survived_after:
                 return True
             # a traceback's exception line: the steps the log went on to record after it (verl's `step:N` lines, the
-            # Trainer's dicts, slime's records), counted from a step the log recorded before it: a progress bar's
-            # `8/120` after an error with no record before it says where the bar was, not that it moved on
-            # (modelscope/ms-swift#7228)
+            # Trainer's dicts, slime's records), counted from a step the log recorded before it
             if run.log.bytes > STEP_COUNT_MAX_BYTES:
                 return False
             if ends is None:
-                reader = run.tracebacks
-                ends = {(g.first.path, g.first.root.line_no): (reader, g.first) for g in reader.groups.values()}
-            hit = ends.get((line.path, line.line_no))
-            if hit is None:
-                return False
-            reader, chain = hit
-            final_step, final_rollout = reader.final_records.get(chain.path, (None, None))
-            return any(final is not None and at is not None and final - at > p.survived_after
-                       for final, at in ((final_step, chain.last_step), (final_rollout, chain.last_rollout)))
+                ends = {(g.first.path, g.first.root.line_no): g.first for g in run.tracebacks.groups.values()}
+            chain = ends.get((line.path, line.line_no))
+            return chain is not None and went_on_after(run.tracebacks, chain, p.survived_after, recorded_before=True)
 
         candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
         cut_headers: list[LogLine] = []

@@ -124,7 +124,7 @@ def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
     except Unavailable as exc:
         # a probe's way to produce what it lacked is slime's; a TRL run is told TRL's (huggingface/trl#5697's
         # run was told to rerun with `--save-debug-rollout-data`)
-        command = (_own_help(exc.artifact, run) or exc.command) if exc.command else exc.command
+        command = exc.command and (_own_help(exc.artifact, run) or exc.command)
         return Finding(
             **base, outcome=UNAVAILABLE, summary=exc.reason,
             missing=Missing(artifact=exc.artifact, reason=exc.reason, command=command),

@@ -321,14 +321,15 @@ _FAST_TIMER = re.compile(
     r"(?P<msg>Timer (?P<name>\S+) (?P<what>start|end)(?: \(elapsed: (?P<s>[-+\d.eE]+|nan|inf)s\))?\s*$)"
 )
 _METRIC = re.compile(r"(?P<kind>(?:[A-Za-z_]+-)?step|rollout|perf|eval|passrate|multi_turn) (?P<n>\d+): (?P<dict>\{.*)")
-_NCCL_RETRY = re.compile(r"connect returned [\w ]+, retrying \((\d+)/(\d+)\)")
+# the last of the retries (`retrying (34/34)`, `attempt 60/60`): nothing is tried after it (NCCL's socket connect,
+# hiyouga/LlamaFactory#8045); probes/symptom.py asks the same of a retry line
+LAST_TRY = re.compile(r"\((\d+)/\1\)|\battempt (\d+)/\2\b", re.I)
 
 
 def _last_retry(msg: str) -> bool:
     """NCCL's last connect retry, logged at INFO (misc/socket.cc: `connect returned No route to host, retrying
     (34/34)`), after which the connection fails: a paste may end there (hiyouga/LlamaFactory#8045)."""
-    m = _NCCL_RETRY.search(msg) if "retrying (" in msg else None
-    return m is not None and m.group(1) == m.group(2)
+    return "connect returned " in msg and "retrying (" in msg and LAST_TRY.search(msg) is not None
 
 
 _ERROR_RE = re.compile("|".join(re.escape(w) for w in ERROR_WORDS))

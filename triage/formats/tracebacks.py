@@ -759,11 +759,14 @@ def _ipython_frame(m: re.Match[str]) -> Frame:
     return Frame(m.group("file7"), 0, m.group("fn7"))
 
 
-def went_on_after(reader: TracebackReader, chain: Chain, records: float) -> bool:
+def went_on_after(reader: TracebackReader, chain: Chain, records: float, recorded_before: bool = False) -> bool:
     """Whether the job logged more than `records` further steps (or rollouts) after this traceback in
-    its file: an error it survived, or a stack it printed and went on from, not where it stopped."""
+    its file: an error it survived, or a stack it printed and went on from, not where it stopped. With
+    `recorded_before`, counted only from a step (or rollout) the log recorded before the traceback: a
+    progress bar's `8/120` printed after a crash says where the bar stood (modelscope/ms-swift#7228)."""
     last_step, last_rollout = reader.final_records.get(chain.path, (None, None))
-    return any(final is not None and final - (at if at is not None else -1) > records
+    return any(final is not None and (at is not None or not recorded_before)
+               and final - (at if at is not None else -1) > records
                for final, at in ((last_step, chain.last_step), (last_rollout, chain.last_rollout)))
 
 
