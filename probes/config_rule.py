@@ -49,6 +49,7 @@ from triage.errors import BadInput, CorruptArtifact, TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats import ray_scheduling
 from triage.probe import Cost, Probe
+from triage.run.run import NEEDS_HELP
 
 if TYPE_CHECKING:
     from triage.run.run import Run
@@ -235,6 +236,12 @@ class ConfigRule(Probe):
     cost = Cost.STATIC
     Params = Params
 
+    @classmethod
+    def needs_for(cls, params: BaseModel | None) -> tuple[str, ...]:
+        # the placement rule reads what waits in the log and the cluster's resources (`ray status`), not the args
+        # (gpu_count reads Ray's own account of a waiting group when the run kept no arguments)
+        return () if getattr(params, "rule", None) in ("placement_resources", "gpu_count") else cls.needs
+
     def examine(self, run: Run) -> Observation:
         rule: str = self.params.rule  # type: ignore[attr-defined]
         return getattr(self, f"_rule_{rule}")(run)
@@ -245,6 +252,8 @@ class ConfigRule(Probe):
     # gpu_count ------------------------------------------------------------------------
 
     def _rule_gpu_count(self, run: Run) -> Observation:
+        if not run.has("args"):
+            return self._gpus_short_in_rays_words(run)
         nodes_given = arg_given(run, "actor_num_nodes")
         gpn_given = arg_given(run, "actor_num_gpus_per_node")
         if not (nodes_given or gpn_given):
@@ -325,6 +334,24 @@ class ConfigRule(Probe):
             **evidence,
         )
 
+    def _gpus_short_in_rays_words(self, run: Run) -> Observation:
+        """No arguments: a group that waits for more GPUs than `ray status` says the cluster has is the
+        same arithmetic, in Ray's words (gpustack/gpustack#5509: vLLM waiting for 2 GPUs where Ray saw 1)."""
+        scan = scan_placement(run)
+        gpus = scan.capacity.get("GPU")
+        short = [d for d in scan.demands if gpus is not None and d.resources.get("GPU", 0.0) > gpus + 1e-9]
+        if not short:
+            raise Unavailable("args", "the run has no args", NEEDS_HELP.get("args"))
+        d = short[0]
+        arithmetic = f"{d.words()}: {d.resources['GPU']:g} GPU > {gpus:g} GPU ({scan.capacity_from['GPU']})"
+        return self._obs(
+            "violated",
+            f"The job waits for a placement group that asks more GPUs than the cluster has ({arithmetic}): it can "
+            "never be scheduled.",
+            0.85,
+            deciding=d.as_dict(), cluster_gpus=gpus, arithmetic=arithmetic,
+        )
+
     # placement_resources --------------------------------------------------------------
 
     def _rule_placement_resources(self, run: Run) -> Observation:
@@ -395,6 +422,12 @@ class ConfigRule(Probe):
                 "keep `ray status` output in the job log (its Usage: block), or set args.cluster_cpus / "
                 "args.cluster_memory_gb in triage.yaml",
             )
+        if all(set(d.resources) <= {"GPU"} for d in demands):
+            # only GPUs wait, and the cluster's GPU count is unknown: nothing for this rule to weigh (vLLM's wait for
+            # its engine's group names GPU bundles alone: vllm-project/aibrix#927)
+            return self._obs("not_applicable",
+                             "The waiting request asks only GPUs, and the log does not say how many the cluster has "
+                             "(no `ray status` Usage: block).", 0.5, **evidence)
         evidence["arithmetic"] = "; ".join(f"{d.words()} within the cluster's resources" for d in demands[:3])
         return self._obs("satisfied",
                          "Every waiting request fits the cluster's CPUs, memory and custom resources "
@@ -854,8 +887,7 @@ class ConfigRule(Probe):
 MAX_DEMANDS_SHOWN = 10
 PLACEMENT_HEAD_BYTES = 32 << 20  # a job stuck at submission has written little; its scheduling lines come first
 _PG_INFEASIBLE, _PG_PENDING, _RAYLET = ray_scheduling.INFEASIBLE, ray_scheduling.PENDING, ray_scheduling.RAYLET
-_STATUS_DEMAND = re.compile(
-    r"^\s*(?P<req>\{[^}]*\})\s*\*\s*(?P<n>\d+)\s*\((?P<strategy>[A-Z_]+)\):\s*\d+\+ pending placement groups")
+_STATUS_DEMAND, _VLLM_WAIT = ray_scheduling.STATUS_DEMAND, ray_scheduling.VLLM_WAIT
 _STATUS_USAGE_HEAD = re.compile(r"^\s*(?:Total )?Usage:\s*$")
 _STATUS_USAGE = re.compile(
     r"^\s*(?P<used>[\d.]+)(?P<uu>[KMGTP]?i?B)?/(?P<total>[\d.]+)(?P<tu>[KMGTP]?i?B)?\s+(?P<res>[A-Za-z_][\w:.-]*)")
@@ -968,6 +1000,17 @@ def scan_placement(run: Run) -> PlacementScan:
                     group = {k: v * count for k, v in bundle.items()}
                     scan.demands.append(Demand(group, "pending", where, line.strip(),
                                                f"a placement group of {count} x {m['req']} ({m['strategy']})"))
+                    continue
+            if "Waiting for creating a placement group" in line:
+                m = _VLLM_WAIT.search(line)
+                if m:
+                    bundles = [_resources(b) for b in re.findall(r"\{[^}]*\}", m["specs"])]
+                    group: dict[str, float] = {}
+                    for b in bundles:
+                        for k, v in b.items():
+                            group[k] = group.get(k, 0.0) + v
+                    scan.demands.append(Demand(group, "pending", where, line.strip(),
+                                               f"vLLM's placement group of {len(bundles)} bundles"))
                     continue
             if "ray start" in line:
                 m = _RAY_START.search(line)

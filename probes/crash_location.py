@@ -69,7 +69,8 @@ DATA = re.compile(r"dataset|dataloader|data_loader|[/\\]data(?:_utils)?[/\\]|[/\
 DATA_PACKAGES = ("datasets", "pyarrow", "pandas")
 ENGINE_ACTOR = re.compile(
     r"SGLang|Sglang|sglang|vLLM|VLLM|vllm|LLMRayActor|EngineCore|Scheduler|TpModelWorker|DetokenizerManager|"
-    r"RolloutServer|InferenceEngine|LLMServer", re.I
+    # (vLLM's Ray executor runs each GPU worker in a `RayWorkerWrapper` actor: vllm/executor/ray_utils.py)
+    r"RolloutServer|InferenceEngine|LLMServer|RayWorkerWrapper", re.I
 )
 ENGINE_PACKAGES = ("sglang", "vllm")
 TRAIN_ACTOR = re.compile(
@@ -88,6 +89,9 @@ MEGATRON_FILE = re.compile(r"(?:^|[/\\])(?:megatron[/\\](?!core[/\\])\w+\.py$|pr
 # trainers (unsloth_compiled_cache/UnslothGRPOTrainer.py): a single-process run's training code, no driver's
 # (huggingface/trl#3394, unslothai/unsloth#2354)
 HF_TRAINER_FILE = re.compile(r"(?:^|[/\\])(?:transformers[/\\]trainer\.py$|trl[/\\]trainer[/\\]|Unsloth\w*Trainer\.py$)")
+
+
+IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
 
 
 def _app_frames(chain: Chain) -> list[Frame]:
@@ -143,7 +147,14 @@ def component_of(chain: Chain) -> tuple[str, str]:
     if any(p in TRAIN_PACKAGES for p in packages) or any(TRAIN_FILE.search(f.file) for f in app[-3:]) \
             or any(MEGATRON_FILE.search(f.file) or HF_TRAINER_FILE.search(f.file) for f in frames):
         return "trainer", "training frames (Megatron / DeepSpeed / the HF Trainer / the trainer's files)"
+    if actor:  # a prefix none of the patterns knows: not the driver's, whose lines carry none
+        return "unknown", f"printed by actor {actor}, which names no component the triage knows"
     return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
+
+
+def _the(component: str) -> str:
+    """The component as a sentence's subject (`The trainer`; a process no pattern names is `The process`)."""
+    return "The process" if component == "unknown" else f"The {component}"
 
 
 def _component_of_printer(source: str | None) -> tuple[str, str]:
@@ -292,7 +303,7 @@ class CrashLocation(Probe):
         copies = f"; {ranks_hit} processes hit the same error" if ranks_hit > 1 else ""
         hidden_note = f"; {len(hidden)} later error kind(s) are its cascade" if hidden else ""
         summary = (
-            f"The {component} crashed on `{short(exc, 140)}` at {chain.where}"
+            f"{_the(component)} crashed on `{short(exc, 140)}` at {chain.where}"
             + (f" ({who})" if who else "")
             + (f", in {frame.function} ({frame.file}:{frame.line})" if frame else "")
             + f", {when}{copies}{hidden_note}."
@@ -307,7 +318,7 @@ class CrashLocation(Probe):
             if logged is not None:
                 return self.observe(
                     "located",
-                    f"The {component} logged `{short(logged.text, 140)}` at {logged.where()} right before a traceback "
+                    f"{_the(component)} logged `{short(logged.text, 140)}` at {logged.where()} right before a traceback "
                     f"that the paste cut before its exception line ({chain.where}): that message is the error"
                     + (f", in {frame.function} ({frame.file}:{frame.line})" if frame else "") + f", {when}.",
                     0.6,
@@ -330,9 +341,17 @@ class CrashLocation(Probe):
             remote = envelope.short_type.split("(", 1)[1].rstrip(")") if envelope is not None else None
             if remote:
                 evidence["remote_error_type"] = remote
+                if remote in IMPORT_ERRORS and "suggests" not in evidence:
+                    # the catalog's signal for a version, without the module's name: a candidate, not a verdict
+                    evidence["suggests"] = [{
+                        "verdict": "deps.version_mismatch",
+                        "because": f"Ray's envelope says the remote task raised a {remote}: most often a module the "
+                                   "worker's installed packages do not have at that version (microsoft/agent-lightning"
+                                   "#144, rllm-org/rllm#318); the message that names the module was cut",
+                    }]
             return self.observe(
                 "cut_off",
-                f"The {component}'s traceback at {chain.where} ends before its exception line (the log or the paste was "
+                f"{_the(component)}'s traceback at {chain.where} ends before its exception line (the log or the paste was "
                 "cut)" + (f"; it was in {frame.function} ({frame.file}:{frame.line})" if frame else "")
                 + f", {when}."
                 + (f" Ray's envelope at {chain.path}:{envelope.line_no} says the remote task raised a {remote}, not why."

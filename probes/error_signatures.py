@@ -74,6 +74,7 @@ OUTCOMES = (
     "weight_name_refused",
     "weight_update_refused",
     "reward_fn_failed",
+    "port_unreachable",
     "other_error",
     "none",
 )
@@ -137,6 +138,12 @@ FATAL_LINE = re.compile(
     # (THUDM/slime#72)
     r"|\bCheck failed: "
     r"|\bChildFailedError\b"
+    # Ray's core worker that cannot register with its raylet exits (core_worker.cc: `Failed to register worker to
+    # Raylet: IOError: …`, logged at ERROR before QuickExit; Jiayi-Pan/TinyZero#7, LeapLabTHU/Absolute-Zero-Reasoner#15)
+    r"|\bFailed to register worker to Raylet\b"
+    # argparse ends the program on a bad command line (`prog: error: argument command: invalid choice: 'vllm-serve'`,
+    # `error: unrecognized arguments: …`; exit 2): a CLI of another version, or a typo (huggingface/trl#3139)
+    r"|^\S[^:]*: error: (?:argument [^:]+: invalid choice: |unrecognized arguments: |the following arguments are required: )"
     # torch elastic's summary of a worker that failed (torch/distributed/elastic/multiprocessing/api.py:
     # `failed (exitcode: -11) local_rank: 3 (pid: 2916310) of binary: …`, modelscope/ms-swift#4302): a
     # negative code is the signal that ended the worker, a crash of that rank when it is not a kill
@@ -174,9 +181,19 @@ FATAL_LINE = re.compile(
     # an OSError printed as the job's last words without its type (`print(e)`, `str(e)`):
     # `[Errno 2] No such file or directory: '…/model_optim_rng.pt'`
     r"|^\[Errno \d+\] "
+    # an I/O error a caller logged with its own words first (Megatron's async checkpoint writer: `Local process 0
+    # encountered an error: [Errno 5] Input/output error`, THUDM/slime#326), or a file system mounted read-only
+    r"|\[Errno (?:5|30)\] (?:Input/output error|Read-only file system)"
     # a CUDA device-side assert (`Indexing.cu:1284: indexSelectLargeIndex: block: [37,0,0], thread: [92,0,0]
     # Assertion `srcIndex < srcSelectDimSize` failed.`): the kernel's assert() kills the CUDA context
     r"|\bblock: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `.*` failed"
+    # torch's asynchronous device-side assert, as the kernel prints it (aten/src/ATen/native/cuda/TensorCompare.cu:
+    # `_assert_async_cuda_kernel: Assertion `probability tensor contains either inf, nan or element < 0` failed`,
+    # raised by torch.multinomial's check; THUDM/slime#2209)
+    r"|\b_assert_async_cuda_kernel: Assertion `.*` failed"
+    # SGLang's launcher reporting a child process that died (srt/utils: `Subprocess scheduler_0 crashed with exit
+    # code -3. Triggering SIGQUIT for cleanup...`, THUDM/slime#2209)
+    r"|\bSubprocess \w+ crashed with exit code -?\d+"
     # a pasted `raise SomeError("…")` code line outside any traceback: the statement the job died on
     # (inside a traceback the code lines are frames, never error lines)
     r"|^\s*raise [A-Z]\w*(?:Error|Exception)\("
@@ -221,8 +238,8 @@ class Signature:
     def excluded(self, texts: Iterable[str]) -> bool:
         return bool(self.unless) and any(p.search(t) for t in texts for p in self.unless)
 
-    def frames_hold(self, frames: Iterable[str]) -> bool:
-        return not self.cross_package or crosses_packages(tuple(frames))
+    def frames_hold(self, frames: Iterable[str], text: str = "") -> bool:
+        return not self.cross_package or crosses_packages(tuple(frames), text)
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -533,7 +550,7 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
                     continue
                 worded = worded or not s.adapter
                 if (not s.context or s.context_holds(context_texts(line, s.context_scope))) \
-                        and s.frames_hold(frames.get(key, ())) \
+                        and s.frames_hold(frames.get(key, ()), line.text) \
                         and not (s.unless and s.excluded(context_texts(line, s.context_scope))):
                     sig = s
                     break
@@ -603,7 +620,7 @@ def _with_remote_frames(log: LogIndex, sigs: tuple[Signature, ...], result: Erro
         if not got:
             continue
         sig = next((s for s in sigs if s.matches(line.text) and (not s.context or s.context_holds([line.text, *got]))
-                    and s.frames_hold(got) and not s.excluded([line.text, *got])), None)
+                    and s.frames_hold(got, line.text) and not s.excluded([line.text, *got])), None)
         if sig is not None:
             extra.append(SignatureMatch(sig, line, order(line), got))
     if not extra:
@@ -747,13 +764,17 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
 _XID = re.compile(r"\bXid \([^)]*\):\s*(\d+)|\bXid (\d+)\b")
 _DISK_PATH = re.compile(r"(?:device|exceeded)[:,]?\s*'([^']+)'")
 _PEER = re.compile(r"(?:Connect to|peer \[?|host )\s*([\w.:-]+(?:<\d+>)?)")
-def crosses_packages(frames: tuple[str, ...]) -> bool:
-    """The innermost frame is in a known package and an outer frame in another one."""
+def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:
+    """The innermost frame is in a known package and an outer frame in another one, or the object the
+    error names is of a class another known package defines (`text`: the exception line)."""
     if not frames:
         return False
     inner = _PACKAGE.search(frames[-1])
     if inner is None:
         return False
+    owner = next((pkg for pattern, pkg in _CLASS_OWNER if pattern.search(text)), None)
+    if owner is not None and owner != inner.group(1):
+        return True
     return any((m := _PACKAGE.search(f)) is not None and m.group(1) != inner.group(1) for f in frames[:-1])
 
 
@@ -761,6 +782,14 @@ _PACKAGE = re.compile(
     r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|mbridge|transformer_engine|sglang|sgl_kernel|vllm"
     r"|deepspeed|flash_attn|peft|accelerate|trl|verl|slime|miles|openrlhf|swift|tensordict|bitsandbytes|xgrammar"
     r"|outlines|axolotl)\b")
+# classes whose name says which package defines them: an attribute of one read in another package's frame is
+# one package's call into another (trl's add_hooks on deepspeed's DeepSpeedZeRoOffload, renamed in deepspeed
+# 0.16.4: huggingface/trl#2962; accelerate's on bitsandbytes' optimizers has its outer frames instead)
+_CLASS_OWNER: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"'DeepSpeed\w*' object has no attribute"), "deepspeed"),
+    (re.compile(r"'(?:Peft\w*|Lora\w*)' object has no attribute"), "peft"),
+    (re.compile(r"'(?:\w*LLMEngine|EngineCore\w*)' object has no attribute"), "vllm"),
+)
 # `ImportError: /path/lib.so: undefined symbol: _ZN5torch3jit…` (the dynamic loader's message through CPython)
 _UNDEFINED_SYMBOL = re.compile(r"(?:(?P<library>/\S+\.so(?:\.[\w.]+)?): )?undefined symbol: (?P<symbol>\w+)")
 # Itanium-mangled names: `_ZN` + length-prefixed namespace (`3c10`, `2at`, `5torch`)
@@ -776,6 +805,7 @@ _SUMMARY = {
     "nccl_abort": "an NCCL collective was aborted or timed out",
     "illegal_memory_access": "CUDA reported an illegal memory access",
     "engine_port_conflict": "a server could not be reached or could not bind its port",
+    "port_unreachable": "a client could not reach a server on its own node (loopback)",
     "inductor_cache": "torch.compile hit a corrupt inductor cache entry (JSONDecodeError)",
     "hf_model_not_found": "transformers could not find the model or its config",
     "no_pad_token": "the tokenizer has no padding token",

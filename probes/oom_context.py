@@ -46,11 +46,17 @@ LOGPROB_TIMERS = ("log_probs", "ref_log_probs", "compute_log_prob", "compute_ref
 TRAIN_TIMERS = ("actor_train", "train_step", "critic_train")
 SWITCH_TIMERS = ("update_weights", "wake_up", "sleep", "onload", "offload", "onload_weights", "ref_model_update")
 
-ENGINE_SOURCE = re.compile(r"sglang|SGLang|Scheduler|TpModelWorker|DetokenizerManager", re.I)
+# vLLM's engine processes as their prefixes name them: V1's engine core and its GPU workers
+# (`(EngineCore pid=112)`, `(VllmWorker rank=7 pid=240)`: v1/engine/core.py, v1/executor/multiproc_executor.py),
+# its Ray workers (`RayWorkerWrapper`) and OpenRLHF's actor holding one (`LLMRayActor`); vllm-project/vllm#18446
+ENGINE_SOURCE = re.compile(r"sglang|SGLang|Scheduler|TpModelWorker|DetokenizerManager|EngineCore|VllmWorker|"
+                           r"RayWorkerWrapper|LLMRayActor", re.I)
 # (vLLM's sleep-mode allocator, csrc/cumem_allocator.cpp, failing when a colocated engine wakes up: modelscope/ms-swift#7324)
+# (vLLM's sampler warm-up at start, v1/worker/gpu_worker.py: `CUDA out of memory occurred when warming up sampler
+# with 1024 dummy requests`, vllm-project/vllm#14452; its engine loop dead of an OOM, vllm-project/vllm#15039)
 ENGINE_TEXT = re.compile(r"mem[-_]fraction[-_]static|Scheduler hit an exception|KV cache|Prefill out of memory|"
-                         r"Decode out of memory|cumem_allocator")
-ENGINE_FRAME = re.compile(r"sglang/srt/|sglang\\srt\\")
+                         r"Decode out of memory|cumem_allocator|warming up sampler|EngineDeadError")
+ENGINE_FRAME = re.compile(r"sglang/srt/|sglang\\srt\\|vllm/(?:v1|worker|engine|model_executor)/")
 # An engine that finds no memory left for its KV cache once its weights are loaded refuses to start,
 # and says which way its memory fraction must go: up (SGLang model_runner.py init_memory_pool, vLLM
 # v1 kv_cache_utils.py). The catalog's remedy for an engine OOM (lower the fraction, so that training
@@ -169,6 +175,14 @@ def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
     below = _traceback_run(lines[at:at + 60])
     if below:
         return tuple(reversed(below))  # bottom-up paste: the innermost frame comes first
+    # the rest of torch's OOM message wrapped onto its own lines, or a blank line, before the frames a user
+    # pasted under it (skypilot-org/skypilot#10269, THUDM/slime#1523)
+    skip = at
+    while skip < min(at + 4, len(lines)) and (not lines[skip].strip() or _OOM_MESSAGE_REST.search(lines[skip])):
+        skip += 1
+    below = _traceback_run(lines[skip:skip + 60]) if skip > at else []
+    if any(line.startswith('File "') for line in below):
+        return tuple(reversed(below))
     above = _traceback_run(reversed(lines[max(0, at - 1 - MAX_FRAME_LINES):max(0, at - 1)]))
     if any(line.startswith('File "') for line in above):
         return tuple(reversed(above))
@@ -176,6 +190,9 @@ def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
 
 
 MAX_FRAME_LINES = 200
+# torch's OOM message past its first sentence (c10/cuda/CUDACachingAllocator.cpp), when a paste puts it on lines of its own
+_OOM_MESSAGE_REST = re.compile(r"GPU \d+ has a total capacity|Including non-PyTorch memory|Of the allocated memory|"
+                               r"If reserved but unallocated|PYTORCH_CUDA_ALLOC_CONF|Process \d+ has [\d.]+ \w+ memory in use")
 
 
 def _traceback_run(lines: Iterable[str]) -> list[str]:
@@ -192,7 +209,8 @@ def _traceback_run(lines: Iterable[str]) -> list[str]:
 def _phase_from_frames(frames: tuple[str, ...]) -> str | None:
     # The innermost frame that names a phase decides: frames run outermost first.
     for frame in reversed(frames):
-        if ENGINE_FRAME.search(frame):
+        # (a vLLM frame of its sleep or wake-up is the colocated switch, not generation: verl-project/verl#575)
+        if ENGINE_FRAME.search(frame) and not ("vllm" in frame and SWITCH_FRAME.search(frame)):
             return "engine_side"
         if LOGPROB_FRAME.search(frame):
             return "logprob_pass"
@@ -332,22 +350,34 @@ def release_leak(run: Run, oom: SignatureMatch) -> dict[str, Any] | None:
     return best
 
 
-# torch_memory_saver holds the engine's weights and KV cache under SGLang; verl's trainer
-# offloads through FSDP instead, so in a verl run its out-of-memory is the engine's (the
-# slime family also puts the trainer's memory under it, so there it says nothing).
+# torch_memory_saver holds the engine's weights and KV cache under SGLang (`--enable-memory-saver`);
+# verl's trainer offloads through FSDP instead, so outside the slime family, which also puts the
+# trainer's memory under it, its out-of-memory is the engine's (fzyzcjy/torch_memory_saver#4: `CUresult
+# error result=2 … func=cu_mem_create`, an SGLang engine launched with the memory saver).
 MEMORY_SAVER = re.compile(r"torch_memory_saver")
-ENGINE_ONLY_MEMORY_SAVER = ("verl",)
+TRAINER_MEMORY_SAVER = ("slime", "miles", "relax")
+
+
+_VLLM = re.compile(r"vllm|VllmWorker|EngineCore|LLMRayActor|RayWorkerWrapper|warming up sampler|EngineDeadError|"
+                   r"cumem_allocator", re.I)
+
+
+def _engine_name(oom: SignatureMatch) -> str:
+    """Which inference engine the OOM's line, prefix or frames name: vLLM's processes and paths, else SGLang."""
+    texts = [oom.line.text, oom.line.source or "", *oom.frames]
+    return "vLLM" if any(_VLLM.search(t) for t in texts) and not any(ENGINE_FRAME.search(f) and "sglang" in f
+                                                                       for f in oom.frames) else "SGLang"
 
 
 def _in_engine(oom: SignatureMatch, framework: str = "unknown") -> bool:
     line = oom.line
-    if framework in ENGINE_ONLY_MEMORY_SAVER and MEMORY_SAVER.search(line.text):
+    if framework not in TRAINER_MEMORY_SAVER and MEMORY_SAVER.search(line.text):
         return True
     return bool(
         (line.source and ENGINE_SOURCE.search(line.source))
         or ENGINE_TEXT.search(line.text)
         or oom.signature.id == "sglang_kv_cache_oom"
-        or any(ENGINE_FRAME.search(f) for f in oom.frames)
+        or any(ENGINE_FRAME.search(f) and not ("vllm" in f and SWITCH_FRAME.search(f)) for f in oom.frames)
     )
 
 
@@ -472,7 +502,7 @@ class OomContext(Probe):
         if in_engine or by_frames == "engine_side":
             return self.observe(
                 "engine_side",
-                f"CUDA OOM inside the SGLang engine during generation at {where}, {after}.",
+                f"CUDA OOM inside the {_engine_name(oom)} engine at {where}, {after}.",
                 0.85,
                 **evidence,
             )

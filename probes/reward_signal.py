@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import evidence_number, head, tail, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
+from triage.formats.log_index import LogLine
 from triage.formats.dumps import reward_value
 from triage.health import CheckResult, unavailable
 from triage.metrics import Series, number_arg
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
     from triage.run.run import Run
 
 ZERO_STD_PREFIX = "rollout/zero_std/count_"
+# a std / var warning raised at a line of a GRPO trainer or of OpenRLHF's experience maker
+_GROUP_STD_WARNING = re.compile(r"(?:grpo\w*|experience_maker)\.py:\d+: UserWarning: (?:std|var)(?:_mean)?\(\): "
+                                r"degrees of freedom is <= 0", re.I)
 # Samples per prompt (the GRPO group size): slime / OpenRLHF, TRL, verl.
 GROUP_SIZE_ARGS = ("n_samples_per_prompt", "num_generations", "actor_rollout_ref.rollout.n")
 # Chat / end-of-sequence markers a response carries after the answer (`<|im_end|>`, `</s>`).
@@ -159,6 +163,20 @@ def group_size(run: Run) -> tuple[str, int] | None:
     return None
 
 
+def single_sample_warning(run: Run) -> LogLine | None:
+    """torch's warning that a GRPO trainer's group std had no degrees of freedom: a group of one sample.
+
+    `std()` with Bessel's correction over one element warns `std(): degrees of freedom is <= 0` (aten
+    ReduceOps.cpp) at the caller's line; raised in a GRPO trainer (TRL's `grpo_trainer.py` and the many
+    copies of it, ms-swift's) or OpenRLHF's `experience_maker.py`, it is the group std, `rewards.view(-1,
+    num_generations).std(dim=1)` (FanqingM/MM-Eureka-V0#14, lzhxmu/CPPO#3; om-ai-lab/VLM-R1#71 for the
+    NaN that follows)."""
+    for line in run.log.notable:
+        if line.tag == "std_no_dof" and _GROUP_STD_WARNING.search(line.text):
+            return line
+    return None
+
+
 def _nonfinite_from_first(series: Series | None) -> dict[str, Any] | None:
     if series is None or not len(series):
         return None
@@ -170,10 +188,15 @@ def _nonfinite_from_first(series: Series | None) -> dict[str, Any] | None:
 def degenerate_groups(run: Run, p: RewardParams, zero_frac: Series | None) -> RewardAssessment | None:
     """Groups too small for group-normalised advantages: 1 sample per prompt, or 2 with most groups equal."""
     size = group_size(run)
+    warned = single_sample_warning(run) if size is None else None
+    if warned is not None:
+        size = (f"torch's `std(): degrees of freedom is <= 0` at {warned.where()}", 1)
     if size is None or size[1] > p.small_group_size:
         return None
     arg, g = size
     ev: dict[str, Any] = {"group_size": {"arg": arg, "value": g}}
+    if warned is not None:
+        ev["group_size"] = {"warning": warned.text[:300], "where": warned.where(), "value": 1}
     std = _nonfinite_from_first(run.metrics.get("reward_std"))
     grad = _nonfinite_from_first(run.metrics.get("grad_norm"))
     if std is not None:
@@ -184,9 +207,10 @@ def degenerate_groups(run: Run, p: RewardParams, zero_frac: Series | None) -> Re
         nan_seen = [f"{d['metric']} non-finite on {d['nonfinite']} of {d['records']} records"
                     + (" from the first step" if d["nonfinite_at_first_step"] else "")
                     for d in (std, grad) if d is not None and d["nonfinite"]]
+        said = f"{arg}={g}" if warned is None else arg
         return RewardAssessment(
             "degenerate_groups",
-            f"Each prompt gets a single sample ({arg}={g}): a group of one has no standard deviation (NaN with "
+            f"Each prompt gets a single sample ({said}): a group of one has no standard deviation (NaN with "
             "Bessel's correction), so the group-normalised advantages and the gradients are NaN"
             + (f" ({'; '.join(nan_seen)})" if nan_seen else "") + ".",
             0.9 if nan_seen else 0.8,

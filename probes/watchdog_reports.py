@@ -44,6 +44,10 @@ _WATCHDOG = re.compile(
 _DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
 
 
+# torch's per-rank line prefix (`[rank15]:`, the job's rank) as the log reader keeps it in a line's source
+_PREFIX_RANK = re.compile(r"(?:^|\W)(?:default)?rank(\d+)\b")
+
+
 @dataclass(frozen=True)
 class _Report:
     group: str | None  # the process group's GUID (or id) when printed
@@ -53,13 +57,20 @@ class _Report:
     numel_in: int | None
     numel_out: int | None
     where: str
+    # the rank torch's `[rankN]:` prefix names (the job's), where the report's `[Rank N]` is the group's own
+    global_rank: int | None = None
+
+    def who(self) -> str:
+        if self.global_rank is None or self.global_rank == self.rank:
+            return f"rank {self.rank}"
+        return f"rank {self.rank} of its group (global rank {self.global_rank})"
 
     def collective(self) -> tuple[str, int | None, int | None]:
         return self.op, self.numel_in, self.numel_out
 
     def describe(self) -> str:
         size = "" if self.numel_in is None else f" of {self.numel_in} elements"
-        return f"rank {self.rank}: {self.op}{size} at SeqNum {self.seq} ({self.where})"
+        return f"{self.who()}: {self.op}{size} at SeqNum {self.seq} ({self.where})"
 
 
 def _reports(lines: list[LogLine]) -> list[_Report]:
@@ -77,8 +88,10 @@ def _reports(lines: list[LogLine]) -> list[_Report]:
         seq = int(m.group("seq"))
         group = m.group("guid") or groups.get((rank, seq))
         numel_in, numel_out = m.group("numel_in"), m.group("numel_out")
+        prefix = _PREFIX_RANK.search(line.source or "")
         report = _Report(group, rank, seq, m.group("op"), None if numel_in is None else int(numel_in),
-                         None if numel_out is None else int(numel_out), line.where())
+                         None if numel_out is None else int(numel_out), line.where(),
+                         int(prefix.group(1)) if prefix else None)
         found.setdefault((group, rank, seq), report)  # a rank's repeated report (Ray's dedup, retries) once
     return list(found.values())
 
@@ -98,11 +111,11 @@ class WatchdogReports(Probe):
             by_work.setdefault((r.group, r.seq), []).append(r)
         shared = {key: rs for key, rs in by_work.items() if len({r.rank for r in rs}) >= 2}
         if not shared:
-            ranks = sorted({r.rank for r in reports})
+            ranks = sorted({r.who() for r in reports})
             raise Unavailable(
                 "log",
                 "no two ranks' NCCL watchdog reports name the same work of one process group"
-                + (f" (reports from rank {', '.join(map(str, ranks))})" if ranks else " (no watchdog report in the log)"),
+                + (f" (reports from {', '.join(ranks)})" if ranks else " (no watchdog report in the log)"),
                 "keep every rank's log (each rank's watchdog names the collective it waited on), or the "
                 "flight-recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1)",
             )

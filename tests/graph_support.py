@@ -37,6 +37,7 @@ def write_catalog(directory: Path) -> Path:
     catalog = yaml.safe_load((DEFAULT_DIR / "verdicts.yaml").read_text())
     for verdict in catalog["verdicts"]:
         verdict.pop("evidence", None)
+        verdict.pop("suspected_by", None)  # names the shipped probes, as evidence does
         if verdict["id"] in evidence:
             verdict["evidence"] = sorted(set(evidence[verdict["id"]]))
     out = directory / "verdicts.yaml"

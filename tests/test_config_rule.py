@@ -521,6 +521,35 @@ def test_placement_resources_manifest_cluster_cpus(tmp_path):
     assert obs.evidence["cluster"]["CPU"] == {"total": 6.0, "from": "args.cluster_cpus"}
 
 
+# vLLM's Ray executor waiting for its engine's group, and `ray status` beside it (gpustack/gpustack#5509: one node's
+# GPU seen as a TPU, so Ray had 1 GPU for a group of 2)
+VLLM_PG_WAIT = ("(EngineCore pid=84) INFO 06-07 18:13:55 [ray_utils.py:464] Waiting for creating a placement group of "
+                "specs for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` to see if you have enough "
+                "resources.\n")
+RAY_STATUS_1_GPU = RAY_STATUS_4_CPUS.replace(" 0.0/8.0 GPU\n", " 0.0/1.0 GPU\n").replace(
+    " (no resource demands)\n", " {'GPU': 1.0} * 2 (PACK): 1+ pending placement groups\n")
+
+
+def test_a_group_waiting_for_more_gpus_than_ray_status_shows_decides_without_arguments(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    log = tmp_path / "job.log"
+    log.write_text(VLLM_PG_WAIT + RAY_STATUS_1_GPU, encoding="utf-8")
+    assert main(["run", str(log), "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "sched.insufficient_gpus"
+    step = report["path"][-1]
+    assert step["outcome"] == "violated" and "2 GPU > 1 GPU" in step["evidence"]["arithmetic"]
+    # the wait alone, with no count of the cluster's GPUs, is read (stuck at submission) but decides nothing
+    log.write_text(VLLM_PG_WAIT, encoding="utf-8")
+    assert main(["run", str(log), "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["path"][0]["outcome"] == "stuck_at_submission"
+    assert [s["outcome"] for s in report["path"][1:]] == ["unavailable", "not_applicable"]
+
+
 # verl: the batch over its data-parallel workers ------------------------------------------
 
 VERL = "python3 -m verl.trainer.main_ppo trainer.nnodes=1 trainer.n_gpus_per_node=4"

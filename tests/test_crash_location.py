@@ -849,3 +849,54 @@ def test_an_error_python_reports_from_a_finalizer_is_not_the_crash(tmp_path):
            "RuntimeError: CUDA error: an illegal instruction was encountered\n")
     _, obs = locate(tmp_path, log)
     assert obs.evidence["exception_type"] == "RuntimeError" and obs.evidence["where"].endswith("job.log:9")
+
+
+def test_an_actor_no_pattern_knows_is_not_called_the_driver(tmp_path):
+    # a project's own actor name: the driver's lines carry no prefix, so this one is not the driver's
+    log = ("(PolicyGradientShard pid=311, ip=10.0.0.7) Traceback (most recent call last):\n"
+           '(PolicyGradientShard pid=311, ip=10.0.0.7)   File "/opt/proj/shard.py", line 40, in run\n'
+           "(PolicyGradientShard pid=311, ip=10.0.0.7)     self.step()\n"
+           "(PolicyGradientShard pid=311, ip=10.0.0.7) ValueError: shard has no rows\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.evidence["component"] == "unknown"
+    assert "PolicyGradientShard" in obs.evidence["component_reason"] and obs.summary.startswith("The process crashed")
+    # vLLM's Ray executor's GPU worker is the engine (NVIDIA-NeMo/RL#2618)
+    _sig, obs = locate(tmp_path, log.replace("PolicyGradientShard", "RayWorkerWrapper"))
+    assert obs.evidence["component"] == "inference engine"
+
+
+def test_an_import_error_under_rays_envelope_ranks_a_version_first(tmp_path, capsys):
+    # rllm-org/rllm#318 (a module verl 0.6.1 deprecated) and microsoft/agent-lightning#144: the envelope names a
+    # ModuleNotFoundError, the paste ends there. Not a verdict without the module's name, the first candidate
+    import json
+
+    from triage.cli import main
+
+    lines = TRAINER.splitlines()
+    env = next(i for i, line in enumerate(lines) if line.startswith("ray.exceptions.RayTaskError(KeyError)"))
+    cut = "\n".join(lines[:env] + [lines[env].replace("(KeyError)", "(ModuleNotFoundError)")]) + "\n"
+    _sig, obs = locate(tmp_path, cut)
+    assert obs.outcome == "cut_off" and obs.evidence["remote_error_type"] == "ModuleNotFoundError"
+    assert obs.evidence["suggests"][0]["verdict"] == "deps.version_mismatch"
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["candidates"][0]["id"] == "deps.version_mismatch"
+    assert "ModuleNotFoundError" in report["candidates"][0]["supports"][0]
+    # a KeyError under the same envelope suggests nothing
+    _sig, obs = locate(tmp_path, "\n".join(lines[: env + 1]) + "\n")
+    assert "suggests" not in obs.evidence
+
+
+def test_a_worker_traceback_quoted_by_multiprocessing_ends_at_its_closing_quotes(tmp_path):
+    # multiprocessing.pool's RemoteTraceback quotes the worker's traceback between `"""` lines
+    # (BunsenFeng/model_collaboration#76): the quotes are not the exception's words
+    log = ('multiprocessing.pool.RemoteTraceback: \n"""\nTraceback (most recent call last):\n'
+           '  File "/usr/lib/python3.10/multiprocessing/pool.py", line 125, in worker\n'
+           "    result = (True, func(*args, **kwds))\n"
+           '  File "/home/u/proj/dpo.py", line 40, in train\n    run()\nValueError: boom happened\n"""\n\n'
+           "The above exception was the direct cause of the following exception:\n\n"
+           'Traceback (most recent call last):\n  File "/home/u/proj/main.py", line 5, in <module>\n'
+           "    pool.map(train, xs)\nValueError: boom happened\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.evidence["exception"] == "ValueError: boom happened"
+    assert obs.evidence["where"].endswith("job.log:8")

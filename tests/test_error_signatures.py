@@ -361,6 +361,16 @@ FIELD_CASES = [
      "[2025-01-14 10:12:07,391] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py'] exits with "
      "return code = -9\n"),
     ("killed", "已杀死\n"),  # bash's `Killed` in a Chinese locale (danijar/dreamerv3#203)
+    ("insufficient_gpus",  # vLLM's Ray executor giving up on its placement group (gpustack/gpustack#5181)
+     "(EngineCore_DP0 pid=89) ERROR 04-20 18:08:14 [core.py:1100] ValueError: Cannot provide a placement group requiring "
+     "4.0 GPUs (placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}]) within 1800 seconds.\n"),
+    ("insufficient_gpus",  # NeMo-RL's check, printed at each placement retry without its type (NVIDIA-NeMo/RL#271)
+     "Not enough GPUs available. Requested 16 GPUs, but only 8 are available in the cluster.\n"),
+    ("degenerate_groups",  # TRL's batch check pasted without `ValueError:` (modelscope/ms-swift#3980)
+     "The global train batch size (1 x 1) must be evenly divisible by the number of generations per prompt (1). Given "
+     "the current train batch size, the valid values for the number of generations are: [].\n"),
+    ("killed",  # a non-interactive bash reporting a killed job with its command (modelscope/ms-swift#195)
+     "train.sh: line 12: 40871 Killed                  CUDA_VISIBLE_DEVICES=0 python3 train.py --lr 1e-6\n"),
     ("nccl_abort",  # c10's backtrace head of the watchdog's timeout, all a paste kept of it (NovaSky-AI/SkyRL#757)
      "(FSDPPolicyWorkerBase pid=4060712) Exception raised from checkTimeout at "
      "/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:688 (most recent call first):\n"),
@@ -494,6 +504,31 @@ FIELD_CASES = [
     # a reward function called without a dataset column it requires (modelscope/ms-swift#3840; TRL's reward_kwargs)
     ("reward_fn_failed", "[rank5]: TypeError: CosineReward.__call__() missing 1 required positional argument: 'solution'\n"),
     ("reward_fn_failed", "TypeError: accuracy_reward() missing 1 required positional argument: 'solution'\n"),
+    # SGLang's refusal in the OpenAI-style error body a client printed, its apostrophe escaped (QwenLM/Qwen3#1321)
+    ("sample_too_long", '{"object":"error","message":"The input (61709 tokens) is longer than the model\\\'s context '
+     'length (40960 tokens).","type":"BadRequestError","param":null,"code":400}\n'),
+    # vLLM's model runner logging the failed forward's CUDA error under verl's worker, after the raylet's report of
+    # the death it caused (verl-project/verl#316)
+    ("illegal_memory_access",
+     "(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker PID: 93658\n"
+     "(WorkerDict pid=93663) WARNING 02-21 04:32:47 model_runner_base.py:143] Failed to pickle inputs of failed "
+     "execution: CUDA error: an illegal memory access was encountered\n"),
+    # a script written for another TRL release (huggingface/trl#2226, huggingface/peft#2663), also pasted without
+    # its type (dongyh20/Insight-V#6)
+    ("version_mismatch", "TypeError: DPOTrainer.__init__() got an unexpected keyword argument 'processing_class'\n"),
+    ("version_mismatch", "DPOTrainer.__init__() got an unexpected keyword argument 'gamma'\n"),
+    # data (or a cache) written by datasets >= 4.0 read by an older datasets, and a dataset that still ships a loading
+    # script under datasets 4 (verl-project/verl#2723, LiveCodeBench/LiveCodeBench#107)
+    ("version_mismatch", "ValueError: Feature type 'List' not found. Available feature types: ['Value', 'ClassLabel', "
+     "'Translation', 'TranslationVariableLanguages', 'LargeList', 'Sequence', 'Array2D']\n"),
+    ("version_mismatch", "RuntimeError: Dataset scripts are no longer supported, but found code_generation_lite.py\n"),
+    # a data collator padding with a tokenizer that has no pad token (huggingface/transformers#4122)
+    ("no_pad_token", "ValueError: You are attempting to pad samples but the tokenizer you are using (GPT2Tokenizer) does "
+     "not have one.\n"),
+    # Ray's own check of a process against the running cluster (Unakar/Logic-RL#30)
+    ("version_mismatch", "RuntimeError: Version mismatch: The cluster was started with:\n"),
+    # a dataset column the reward function does not take, without **kwargs (greyhaven-ai/autocontext#1043)
+    ("reward_fn_failed", "TypeError: _autocontext_verifier_reward() got an unexpected keyword argument 'answer'\n"),
 ]
 
 
@@ -666,6 +701,16 @@ def test_a_frameworks_batch_assertion_is_its_refusal_of_the_batch_sizes(tmp_path
     obs = examine(tmp_path, log)
     assert obs.outcome == "batch_size_mismatch"
     assert obs.evidence["signature"].endswith(":config.batch_size_mismatch")
+
+
+def test_batch_flags_pasted_after_another_assertion_are_not_a_batch_refusal(tmp_path):
+    # hkust-nlp/simpleRL-reason#58: verl's context-length assertion, the user's command on the same line
+    log = HEAD + ("AssertionError: model context length should be greater than total sequence length. Could you please "
+                  "release the training script of Qwen2.5-Math-7B? The script I used is: bash train_grpo_math_tune_ray.sh "
+                  "--model_name Qwen2.5-Math-7B --max_response_length 8192  --train_batch_size 1024 --rollout_n 8\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "sample_too_long"
+    assert obs.evidence["signature"] == "engine_context_length"
 
 
 def test_a_cascade_after_an_unlisted_error_does_not_decide(tmp_path):
@@ -902,7 +947,7 @@ def test_an_unlisted_error_in_vllms_log_format_still_ends_the_job(tmp_path):
 # names the file and the thread), and a line beside each that must not match: a log's own line, or the
 # neighbouring message of the same code.
 SOURCE_WORDINGS = [
-    ('engine_port_conflict', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (127.0.0.1, 51216).\n'),  # loopback_port_unserved
+    ('port_unreachable', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (127.0.0.1, 51216).\n'),  # loopback_port_unserved
     ('cuda_oom', 'RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.\n'),  # npu_oom
     ('cuda_oom', "node0:1234:5678 [3] include/alloc.h:320 (ncclCuMemAlloc) NCCL WARN Cuda failure 2 'out of memory'\n"),  # nccl_cumem_oom
     ('cuda_oom', "Cuda failure 2 'out of memory'\n"),  # nccl_lasterror_oom
@@ -941,7 +986,7 @@ SOURCE_WORDINGS = [
     ('sample_too_long', 'ValueError: The prompt (total length 25938) is too long to fit into the model (context length 4096). Make sure that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.\n'),  # vllm_prompt_too_long
 ]
 SOURCE_NEAR_MISSES = [
-    ('engine_port_conflict', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (10.0.0.12, 29500).\n'),  # loopback_port_unserved: another node's address is the network
+    ('port_unreachable', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (10.0.0.12, 29500).\n'),  # loopback_port_unserved: another node's address is the network
     ('cuda_oom', '[W compiler_depend.ts:123] Warning: NPU memory usage is high\n'),  # npu_oom
     ('cuda_oom', "node0:1234:5678 [3] transport/p2p.cc:275 NCCL WARN Cuda failure 800 'operation not permitted'\n"),  # nccl_cumem_oom
     ('cuda_oom', "Cuda failure 1 'invalid argument'\n"),  # nccl_lasterror_oom
@@ -1160,6 +1205,23 @@ def test_an_engine_refusing_a_weight_update_tensor_is_its_own_outcome(tmp_path):
     "[rank0]: NPU function error: call failed, error code is 50\n",
     # LLVM's fatal error under a Triton compile, which aborts the worker (verl-project/verl#1633)
     "(WorkerDict pid=804460) LLVM ERROR: Failed to compute parent layout\n",
+    # Ray's core worker that cannot register with its raylet exits (Jiayi-Pan/TinyZero#7)
+    "[2025-01-25 08:22:57,421 E 759 759] core_worker.cc:496: Failed to register worker to Raylet: IOError: "
+    "[RayletClient] Unable to register worker with raylet. Failed to read data from the socket: End of file\n",
+    # torch's asynchronous device-side assert as the kernel prints it, and SGLang's report of the child it took down
+    # (THUDM/slime#2209: NaN sampling probabilities after a delta weight update)
+    "TensorCompare.cu:109 _assert_async_cuda_kernel: Assertion `probability tensor contains either inf, nan or "
+    "element < 0` failed\n",
+    "Subprocess scheduler_0 crashed with exit code -3. Triggering SIGQUIT for cleanup...\n",
+    # an I/O error a caller logged with its own words first (THUDM/slime#326, a checkpoint save)
+    "ERROR: megatron.core.dist_checkpointing.strategies.filesystem_async: Local process 0 encountered an error: "
+    "[Errno 5] Input/output error\n",
+    # a rank's exception behind torch elastic's `[default7]:` and torch's `[rank7]:` (NVIDIA/Megatron-LM#3885)
+    "[default7]:[rank7]: KeyError: 'state'\n",
+    # the exception line quoted as code in a Markdown list item (THUDM/slime#1702)
+    "   - `KeyError: 'mtp.layers.0.mlp.experts.gate_up_proj'`\n",
+    # argparse refusing a subcommand the installed CLI does not have (huggingface/trl#3139)
+    "TRL CLI: error: argument command: invalid choice: 'vllm-serve' (choose from 'chat', 'dpo', 'env', 'grpo', 'kto', 'sft')\n",
 ])
 def test_hard_failures_without_an_exception_line_still_stop_the_job(tmp_path, line):
     obs = examine(tmp_path, line)

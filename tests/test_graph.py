@@ -206,6 +206,15 @@ def test_evidence_naming_an_unknown_outcome_is_refused(tmp_path):
     assert "ckpt.not_loaded" in msg and "check:perhaps" in msg
 
 
+def test_a_suspicion_naming_an_unknown_outcome_is_refused(tmp_path):
+    d = make_dir(tmp_path, entry=GOOD_ENTRY, second=GOOD_SECOND)
+    catalog = yaml.safe_load((d / "verdicts.yaml").read_text())
+    catalog["verdicts"][-1]["suspected_by"] = ["check:perhaps"]
+    (d / "verdicts.yaml").write_text(yaml.safe_dump(catalog, sort_keys=False))
+    msg = refused_with(d)
+    assert "suspected_by 'check:perhaps'" in msg and catalog["verdicts"][-1]["id"] in msg
+
+
 THIRD = """
 playbook: second
 entry: look

@@ -797,6 +797,33 @@ def test_reward_degenerate_groups_of_one_sample(tmp_path):
     assert "single sample" in obs.summary
 
 
+# FanqingM/MM-Eureka-V0#14 as pasted (a copy of TRL's GRPO trainer run with one generation per prompt)
+EUREKA_ONE_SAMPLE = (
+    "  0%|          | 0/19788 [00:00<?, ?it/s]/pcl_data/users/wyl/src/open_r1/trainer/grpo_trainer_vllm.py:552: "
+    "UserWarning: std(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+    "(input numel divided by output numel). (Triggered internally at ../aten/src/ATen/native/ReduceOps.cpp:1823.)\n"
+    "  std_grouped_rewards = rewards.view(-1, self.num_generations).std(dim=1)\n"
+    "\n"
+    "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 9.999494643218111e-07, 'completion_length': 524.0, "
+    "'rewards/accuracy_reward': 0.0, 'rewards/format_reward': 0.0, 'reward': 0.0, 'reward_std': nan, 'kl': 0.0, "
+    "'epoch': 0.0}\n"
+)
+
+
+def test_reward_degenerate_groups_read_from_torchs_warning_in_a_grpo_trainer():
+    from triage.run.fragment import open_text_run
+
+    obs = examine(RewardSignal(), open_text_run(EUREKA_ONE_SAMPLE))
+    assert obs.outcome == "degenerate_groups"
+    assert obs.evidence["group_size"]["value"] == 1 and obs.evidence["group_size"]["where"].endswith(":1")
+    assert obs.evidence["reward_std"]["nonfinite_at_first_step"] is True
+    assert "single sample" in obs.summary and "degrees of freedom" in obs.summary
+    # the same warning from any other code is a std over one element somewhere, not the group's
+    elsewhere = EUREKA_ONE_SAMPLE.replace("open_r1/trainer/grpo_trainer_vllm.py", "myproj/metrics.py")
+    with pytest.raises(Unavailable, match="20 are needed"):  # one record: nothing else to decide from
+        examine(RewardSignal(), open_text_run(elsewhere))
+
+
 def test_reward_degenerate_groups_of_two_samples(tmp_path):
     # two completions per prompt: with a 0/1 reward at least half the groups are equal, whatever p
     s = noisy_series(20, seed=32, prompts=16, per_prompt=2)

@@ -62,6 +62,20 @@ def test_oom_in_the_engine(tmp_path):
     assert obs.evidence["last_step"] is None
 
 
+@pytest.mark.parametrize("line", [
+    # vLLM v1's engine core and its multiprocessing workers, by their prefixes (noonghunna/club-3090#16,
+    # vllm-project/vllm#18446), and its sampler warm-up named in the message (vllm-project/vllm#14452)
+    "(EngineCore pid=112) ERROR 05-01 14:39:06 [core.py:1131] " + OOM,
+    "(VllmWorker rank=7 pid=240) Cuda failure 'out of memory'",
+    "ERROR 03-16 06:12:38 [multiproc_executor.py:375] RuntimeError: CUDA out of memory occurred when warming up sampler "
+    "with 1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
+])
+def test_oom_in_a_vllm_engine_is_the_engines_and_says_so(tmp_path, line):
+    obs = OomContext().examine(make_run(tmp_path, line + "\n"))
+    assert obs.outcome == "engine_side"
+    assert "inside the vLLM engine" in obs.summary
+
+
 def test_an_engine_without_room_for_its_kv_cache_is_told_its_own_remedy(tmp_path, monkeypatch, capsys):
     # sgl-project/sglang#4330: SGLang refuses to start and asks for a larger fraction; the catalog's
     # engine-OOM remedy (lower it) would send the user the other way
@@ -392,3 +406,32 @@ def test_a_resume_that_succeeded_after_the_oom_does_not_place_it(tmp_path):
     (tmp_path / "job.log").write_text(SAVER_OOM + done, encoding="utf-8")
     obs = OomContext().examine(open_run(str(tmp_path)))
     assert obs.outcome == "engine_side", obs.summary
+
+
+def test_torch_memory_savers_oom_is_the_engines_outside_the_slime_family(tmp_path):
+    # fzyzcjy/torch_memory_saver#4: an SGLang engine launched with the memory saver; result=2 is
+    # CUDA_ERROR_OUT_OF_MEMORY. slime also puts its trainer under the saver, so there the line alone places nothing
+    line = "[torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp func=cu_mem_create line=103 (5)\n"
+    (tmp_path / "job.log").write_text(line, encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "engine_side" and "inside the SGLang engine" in obs.summary
+    slime = tmp_path / "slime"
+    slime.mkdir()
+    (slime / "job.log").write_text(f"{T} [2026-08-01 10:00:20] timer.py:24 - Timer train_wait start\n" + line,
+                                   encoding="utf-8")
+    run = open_run(str(slime))
+    assert run.framework == "slime"
+    assert OomContext().examine(run).outcome != "engine_side"
+
+
+def test_frames_pasted_under_the_rest_of_the_oom_message_place_it(tmp_path):
+    # skypilot-org/skypilot#10269: torch's message wrapped onto a second line, then the frame the user kept
+    log = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.84 GiB.\n"
+           "GPU 0 has a total capacity of 79.19 GiB of which 3.79 GiB is free.\n"
+           "  ...\n"
+           '  File "slime/utils/ppo_utils.py", line 219, in vocab_parallel_softmax\n'
+           "    normalized_logits = logits.sub_(logits_max) if inplace else logits - logits_max\n")
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "logprob_pass"
+    assert any("vocab_parallel_softmax" in f for f in obs.evidence["frames"])

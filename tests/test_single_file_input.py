@@ -74,6 +74,15 @@ def _stdin(monkeypatch, data: bytes) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
 
 
+def _inconclusive(monkeypatch, capsys, data: bytes) -> dict:
+    """The JSON report of a paste on stdin that the triage reads but cannot decide (exit 3)."""
+    _stdin(monkeypatch, data)
+    assert main(["run", "-", "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
+    return report
+
+
 def test_a_fragment_on_stdin_gives_a_report_that_says_it_was_a_fragment(monkeypatch, capsys):
     _stdin(monkeypatch, VERL_FRAGMENT.encode())
     rc = main(["run", "-", "--json", "--no-cache"])
@@ -86,11 +95,8 @@ def test_a_fragment_on_stdin_gives_a_report_that_says_it_was_a_fragment(monkeypa
 
 def test_a_jobs_own_account_of_its_checkpoint_is_read_not_refused(monkeypatch, capsys):
     # THUDM/Chinese-Transformer-XL#16 pasted Megatron's one warning
-    _stdin(monkeypatch, b"WARNING: could not find the metadata file data/txl-2.9B/latest_checkpointed_iteration.txt, "
-                        b"will not load any checkpoints and will start from random\n")
-    assert main(["run", "-", "--json", "--no-cache"]) == 3
-    report = json.loads(capsys.readouterr().out)
-    assert report["root_cause"]["id"] == "inconclusive"
+    _inconclusive(monkeypatch, capsys, b"WARNING: could not find the metadata file data/txl-2.9B/"
+                  b"latest_checkpointed_iteration.txt, will not load any checkpoints and will start from random\n")
 
 
 def test_an_empty_stdin_through_the_real_command_is_one_line_and_exit_2():
@@ -170,6 +176,41 @@ def test_candidates_no_finding_points_at_are_not_called_supported(monkeypatch, c
     assert f"{len(report['candidates'])} causes stay open" in report["root_cause"]["explanation"]
     assert "most supported first" not in report["root_cause"]["explanation"]
     assert "memory." not in report["root_cause"]["explanation"]  # no id is named as if suspected
+
+
+def test_a_sigkill_nothing_explains_leaves_host_memory_and_the_scheduler_open(monkeypatch, capsys):
+    # bash's report of a killed job, all modelscope/ms-swift#195 pasted (the thread: the host RAM ran out)
+    _stdin(monkeypatch, b"scripts/yi_6b/lora/sft.sh: line 34:  1917 Killed                  PYTHONPATH=../../.. "
+                        b"CUDA_VISIBLE_DEVICES=0 python3 llm_sft.py --model_id_or_path 01ai/Yi-6B --sft_type lora\n")
+    assert main(["run", "-", "--json", "--no-cache"]) == 3
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert report["root_cause"]["id"] == "inconclusive"
+    assert [s["outcome"] for s in report["path"]][:2] == ["error_exit", "killed"]
+    # the fragment's own name is where the line is: its temporary folder is gone with the run
+    assert "triage-fragment" not in out and report["run"]["path"] == "stdin.log"
+    assert report["path"][1]["evidence"]["first_where"] == "stdin.log:1"
+    assert "(standard input, 1 line)" in report["run"]["notes"][0]
+    # every check ran, so the remedy is the step that tells the two apart, not artifacts to produce
+    assert "every check it asked ran" in report["root_cause"]["explanation"]
+    assert report["root_cause"]["remedy"].startswith("Tell the candidates apart") and "dmesg" in report["root_cause"]["remedy"]
+    # a SIGKILL alone decides neither, and rules neither out: 002 reads it as memory first
+    assert [c["id"] for c in report["candidates"]] == ["host.ram_exhausted", "sched.time_limit"]
+    assert all("SIGKILL" in c["supports"][0] for c in report["candidates"])
+    assert "dmesg" in report["candidates"][0]["next_step"] and "sacct" in report["candidates"][1]["next_step"]
+    assert "Candidates, most supported first: host.ram_exhausted, sched.time_limit." in report["root_cause"]["explanation"]
+    ruled_out = {r["verdict"] for r in report["ruled_out"]}
+    assert not ruled_out & {"host.ram_exhausted", "sched.time_limit"}
+
+
+def test_a_loopback_connect_timeout_makes_a_port_conflict_a_suspect_not_the_cause(monkeypatch, capsys):
+    # the same words at the same port had two causes: a port held by another process (huggingface/trl#4538) and an
+    # HTTP proxy (modelscope/ms-swift#5545)
+    report = _inconclusive(monkeypatch, capsys, b"torch.distributed.DistNetworkError: The client socket has timed out "
+                           b"after 300000ms while trying to connect to (127.0.0.1, 51216).\n")
+    assert report["path"][1]["outcome"] == "port_unreachable"
+    assert report["candidates"][0]["id"] == "engine.port_conflict" and report["candidates"][0]["supports"]
+    assert "ss -ltnp" in report["root_cause"]["remedy"]
 
 
 def test_the_same_paste_gets_the_same_candidates_in_every_process(tmp_path):

@@ -109,3 +109,17 @@ def test_the_pre_2_2_c10d_connect_timeout_is_the_network(tmp_path, capsys):
             "Timeout(ms)=1800000) ran for 1800268 milliseconds before timing out.\n")
     _rc, report = _triage(tmp_path, capsys, text)
     assert report["root_cause"]["id"] == "infra.network"
+
+
+def test_a_reports_group_rank_is_told_apart_from_the_jobs_rank(tmp_path, capsys):
+    # verl-project/verl#1309 as pasted: a collector's timestamp, Ray's prefix, torch's `[rank15]:`, and the
+    # watchdog's `[Rank 1]` of the tensor-parallel group the collective ran in
+    line = ("[2025-05-10 00:18:21] (WorkerDict pid=1230, ip=train-worker-0) [rank15]:[E510 00:18:19.328053719 "
+            "ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
+            "OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600021 milliseconds before timing out.\n")
+    rc, report = _triage(tmp_path, capsys, line)
+    assert rc == 3
+    assert "(reports from rank 1 of its group (global rank 15))" in report["root_cause"]["explanation"]
+    sig = _step(report, "error_signatures")
+    # the collector's timestamp is no prefix: Ray's names the node, torch's the job's rank
+    assert sig["evidence"]["node"] == "train-worker-0" and sig["evidence"]["rank"] == 15

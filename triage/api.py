@@ -8,7 +8,7 @@ from pathlib import Path
 from triage.errors import BadInput, TriageError
 from triage.executor import Executor
 from triage.graph import DecisionGraph, load_graph
-from triage.report import Report, build_report
+from triage.report import Report, build_report, without_root
 from triage.run import Run, open_run
 from triage.walker import walk
 
@@ -80,7 +80,11 @@ def triage_run(
         notes.append(f"{run.log.skipped_long_lines} log line(s) longer than {MAX_LINE_BYTES >> 20} MB "
                      f"(MAX_LINE_BYTES) skipped, not read, in {', '.join(run.log.files[:3])}")
     result = walk(graph, run, executor)
-    return build_report(graph, run, result, time.perf_counter() - started, notes + run.report_notes() + list(run.skipped))
+    report = build_report(graph, run, result, time.perf_counter() - started, notes + run.report_notes() + list(run.skipped))
+    if getattr(run, "is_fragment", False):
+        # a fragment lives in a folder of its own that is gone when the run is: its name is where things are
+        report = without_root(report, str(run.root), run.ref)
+    return report
 
 
 def triage(ref: str, runs_root: str | None = None, playbooks: Path | None = None,

@@ -31,6 +31,9 @@ class Verdict(BaseModel):
     evidence: tuple[str, ...] = ()
     # the cheapest step that would confirm or rule it out, when the walk could not decide
     confirm: str | None = None
+    # findings ("probe:outcome") that make it a candidate of an `inconclusive` walk without
+    # establishing it (a SIGKILL points at host memory and at a scheduler's time limit alike)
+    suspected_by: tuple[str, ...] = ()
 
 
 def load_catalog(path: Path) -> Mapping[str, Verdict]:

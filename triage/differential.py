@@ -7,6 +7,10 @@ are the candidates. Each is scored by how much of its own evidence (its catalog
 findings that support it and the cheapest step that would confirm or rule it out: the
 command the missing check named, else the catalog's `confirm:`.
 
+A finding the catalog lists under a verdict's `suspected_by:` opens that verdict as well,
+with the finding as its support: it points at the verdict without establishing it (a
+SIGKILL with nothing saying who sent it opens host memory and a scheduler's time limit).
+
 Candidates the walk ruled out are never listed. When the `healthy` gate lacked records,
 `healthy` itself is a candidate: every check that ran passed, and the report says what
 more would settle it.
@@ -25,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.finding import ERROR, IMPLICIT_OUTCOMES, UNAVAILABLE, Finding
-from triage.graph import DecisionGraph, edge_tokens, evidence_alternatives
+from triage.graph import DecisionGraph, edge_tokens, evidence_alternatives, suspicions
 
 MAX_CANDIDATES = 6
 
@@ -70,6 +74,14 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
             # check, for weights verdicts further on (huggingface/trl#5697)
             for vid in graph.verdicts_nearest_first(target):
                 opened[vid] = f  # a later blocker stands nearer to the verdict: its step decides it
+    # a finding the catalog lists under a verdict's `suspected_by:` opens it too, the finding its support
+    # (a SIGKILL with nothing saying who sent it: host memory or a scheduler, 002's `exitcode: -9`)
+    suspected: dict[str, list[Finding]] = {}
+    for vid, verdict in graph.catalog.items():
+        seen_by = [observed[t] for t in sorted(suspicions(verdict, graph.probes, graph.questions)) if t in observed]
+        if seen_by:
+            suspected[vid] = seen_by
+            opened.setdefault(vid, seen_by[0])
     health = next((f for f in findings if f.probe == "health_checks" and f.outcome == "insufficient"), None)
     if health is not None:
         opened.setdefault(HEALTHY, health)
@@ -84,7 +96,8 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
             share = len([t for t in alt if t in observed]) / len(alt) if alt else 0.0
             if share > best_share or not best:
                 best, best_share = alt, share
-        supports = list(dict.fromkeys(observed[t].summary for t in best if t in observed))
+        supports = list(dict.fromkeys([*(observed[t].summary for t in best if t in observed),
+                                       *(f.summary for f in suspected.get(vid, ()))]))
         lacks = [f"{a}:{b}" for a, b in sorted(best) if (a, b) not in observed]
         command = blocker.missing.command if blocker.missing and blocker.missing.command else None
         if vid == HEALTHY:

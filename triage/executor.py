@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -38,9 +38,9 @@ class Executor(Protocol):
     def run_probe(self, node: Node, probe_cls: type[Probe], run: Run) -> Finding: ...
 
 
-def _framework_help(probe_cls: type[Probe], run: Run) -> dict[str, str]:
+def _framework_help(probe_cls: type[Probe], run: Run, needs: tuple[str, ...] | None = None) -> dict[str, str]:
     """How the run's own framework produces each need (a verl run is not told slime's flags)."""
-    return {need: text for need in probe_cls.needs if (text := _own_help(need, run))}
+    return {need: text for need in (probe_cls.needs if needs is None else needs) if (text := _own_help(need, run))}
 
 
 def _own_help(need: str, run: Run) -> str | None:
@@ -56,9 +56,10 @@ def _own_help(need: str, run: Run) -> str | None:
         return None
 
 
-def missing_need(probe_cls: type[Probe], run: Run) -> Missing | None:
-    help_for = {**NEEDS_HELP, **probe_cls.how_to_get, **_framework_help(probe_cls, run)}
-    for need in probe_cls.needs:
+def missing_need(probe_cls: type[Probe], run: Run, params: Any = None) -> Missing | None:
+    needs = probe_cls.needs_for(params)
+    help_for = {**NEEDS_HELP, **probe_cls.how_to_get, **_framework_help(probe_cls, run, needs)}
+    for need in needs:
         try:
             present = run.has(need)
         except TriageError as exc:
@@ -115,7 +116,7 @@ def examine(node: Node, probe_cls: type[Probe], run: Run) -> Finding:
     """Run a probe in this process; never raises for anything the probe or the run does."""
     started = time.perf_counter()
     base = {"node": node.id, "probe": probe_cls.name}
-    missing = missing_need(probe_cls, run)
+    missing = missing_need(probe_cls, run, node.params)
     if missing is not None:
         return Finding(**base, outcome=UNAVAILABLE, summary=missing.reason, missing=missing)
     try:

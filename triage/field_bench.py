@@ -15,9 +15,10 @@ scorer writes, when given a folder:
 
     field-results.json  {"cases": [{"name", "framework", "expected", "acceptable", "got", "correct",
                                     "healthy_on_fault", "confidence", "path", "not_checked",
-                                    "miss_reason", "error", "wall_s"}],
+                                    "miss_reason", "error", "wall_s", "candidates", "first_candidate"}],
                          "summary": {"cases", "correct", "top1_accuracy", "healthy_on_fault",
-                                     "inconclusive", "by_framework", "by_expected", "total_s"}}
+                                     "inconclusive", "inconclusive_first_candidate", "by_framework",
+                                     "by_expected", "total_s"}}
     field-results.md    the same as Markdown, misses listed with what the triage said and why
 
 It is a measurement: it exits 0 whatever the accuracy (2 on bad usage or a malformed case file).
@@ -67,6 +68,10 @@ class CaseResult:
     miss_reason: str | None = None
     error: str | None = None  # the one-line message when the triage refused the case
     wall_s: float = 0.0
+    candidates: list[str] = field(default_factory=list)  # an inconclusive report's, best first
+    # a miss that is inconclusive, with the expected cause (or an acceptable one) its first candidate and a
+    # finding behind it
+    first_candidate: bool = False
 
 
 def _load_case(spec: Path, known_ids: set[str]) -> FieldCase:
@@ -129,7 +134,9 @@ def score_case(case: FieldCase, graph: Any, reachable: set[str]) -> CaseResult:
                           miss_reason=f"the triage refused it: {exc}", error=str(exc),
                           wall_s=round(time.perf_counter() - t0, 3))
     got = report.root_cause.id
-    correct = got == case.expected or got in case.acceptable
+    wanted = (case.expected, *case.acceptable)
+    correct = got in wanted
+    first = report.candidates[0] if report.candidates else None
     return CaseResult(
         **base, got=got, correct=correct,
         healthy_on_fault=got == HEALTHY and case.expected != HEALTHY,
@@ -138,6 +145,9 @@ def score_case(case: FieldCase, graph: Any, reachable: set[str]) -> CaseResult:
         not_checked=[f"{n.probe}: {n.reason}" for n in report.not_checked],
         miss_reason=None if correct else _miss_reason(reachable, case, got, report),
         wall_s=round(time.perf_counter() - t0, 3),
+        candidates=[c.id for c in report.candidates],
+        first_candidate=(not correct and got == INCONCLUSIVE and first is not None and first.id in wanted
+                         and bool(first.supports)),
     )
 
 
@@ -155,6 +165,7 @@ def summarise(results: list[CaseResult], total_s: float) -> dict[str, Any]:
         "top1_accuracy": round(correct / len(results), 4) if results else 0.0,
         "healthy_on_fault": sum(r.healthy_on_fault for r in results),
         "inconclusive": sum(1 for r in results if r.got == INCONCLUSIVE),
+        "inconclusive_first_candidate": sum(r.first_candidate for r in results),
         "refused": sum(1 for r in results if r.error),
         "by_framework": _tally(results, "framework"),
         "by_expected": _tally(results, "expected"),
@@ -185,6 +196,8 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         f"field corpus: top-1 accuracy {s['top1_accuracy']:.1%} ({s['correct']}/{s['cases']}), "
         f"healthy on a fault {s['healthy_on_fault']}, inconclusive {s['inconclusive']}, "
         f"refused {s['refused']}, total {s['total_s']:.0f} s",
+        f"misses that are inconclusive with the expected cause as the first candidate, a finding behind it: "
+        f"{s['inconclusive_first_candidate']}",
         "by framework: " + ", ".join(f"{k} {v['correct']}/{v['cases']}" for k, v in s["by_framework"].items()),
         "by expected id: " + ", ".join(f"{k} {v['correct']}/{v['cases']}" for k, v in s["by_expected"].items()),
     ]
@@ -201,7 +214,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "",
         f"Top-1 accuracy **{s['top1_accuracy']:.1%}** ({s['correct']}/{s['cases']}); "
         f"called healthy on a fault: {s['healthy_on_fault']}; inconclusive {s['inconclusive']}; "
-        f"refused {s['refused']}.",
+        f"refused {s['refused']}; misses that are inconclusive with the expected cause as the first candidate, "
+        f"a finding behind it: {s['inconclusive_first_candidate']}.",
         "",
         "| case | framework | expected | got | ok |",
         "|---|---|---|---|---|",

@@ -386,25 +386,34 @@ def load_graph(directory: Path | None = None, probes: Mapping[str, type[Probe]] 
 Evidence = frozenset[tuple[str, str]]
 
 
+def _finding_token(verdict: Verdict, token: str, key: str, probes: Mapping[str, type[Probe]],
+                   questions: Mapping[str, Question], catalog_path: str) -> tuple[str, str]:
+    """One catalog "probe:outcome" (or "question:exit") entry, checked against what the probe declares."""
+    name, _, outcome = token.strip().partition(":")
+    if name in probes:
+        known = probes[name].outcomes
+    elif name in questions:
+        known = questions[name].exits
+    else:
+        raise PlaybookError(f"{catalog_path}: verdict {verdict.id!r}: {key} {token.strip()!r} names no probe or question")
+    if outcome not in known:
+        raise PlaybookError(f"{catalog_path}: verdict {verdict.id!r}: {key} {token.strip()!r}: {name!r} has no outcome {outcome!r} (it declares {list(known)})")
+    return name, outcome
+
+
 def evidence_alternatives(verdict: Verdict, probes: Mapping[str, type[Probe]],
                           questions: Mapping[str, Question], catalog_path: str = "verdicts.yaml") -> list[Evidence]:
     """A verdict's `evidence:` entries, each a set of (probe or question, outcome) that must all be seen."""
-    alternatives = []
-    for entry in verdict.evidence:
-        alt = set()
-        for token in entry.split("+"):
-            name, _, outcome = token.strip().partition(":")
-            if name in probes:
-                known = probes[name].outcomes
-            elif name in questions:
-                known = questions[name].exits
-            else:
-                raise PlaybookError(f"{catalog_path}: verdict {verdict.id!r}: evidence {token.strip()!r} names no probe or question")
-            if outcome not in known:
-                raise PlaybookError(f"{catalog_path}: verdict {verdict.id!r}: evidence {token.strip()!r}: {name!r} has no outcome {outcome!r} (it declares {list(known)})")
-            alt.add((name, outcome))
-        alternatives.append(frozenset(alt))
-    return alternatives
+    return [frozenset(_finding_token(verdict, token, "evidence", probes, questions, catalog_path)
+                      for token in entry.split("+"))
+            for entry in verdict.evidence]
+
+
+def suspicions(verdict: Verdict, probes: Mapping[str, type[Probe]], questions: Mapping[str, Question],
+               catalog_path: str = "verdicts.yaml") -> set[tuple[str, str]]:
+    """A verdict's `suspected_by:` findings: each makes it a candidate when the walk cannot decide, none decides it."""
+    return {_finding_token(verdict, token, "suspected_by", probes, questions, catalog_path)
+            for token in verdict.suspected_by}
 
 
 def edge_tokens(node: Node, outcome: str, earlier: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(),
@@ -431,6 +440,8 @@ def check_evidence(graph: DecisionGraph, where_of: Callable[[str], tuple[Path, s
     `healthy`) passes through a finding its catalog entry lists under `evidence:`.
     """
     alternatives = {vid: evidence_alternatives(v, graph.probes, graph.questions) for vid, v in graph.catalog.items()}
+    for v in graph.catalog.values():
+        suspicions(v, graph.probes, graph.questions)  # a misspelt suspicion fails the compile, not a report
     relevant = {token for alts in alternatives.values() for alt in alts for token in alt}
     # node -> the distinct sets of evidence tokens observed along the paths that reach it
     seen: dict[str, set[frozenset[tuple[str, str]]]] = {graph.entry: {frozenset()}}

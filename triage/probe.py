@@ -63,6 +63,11 @@ class Probe:
     writes_to_engine: ClassVar[bool] = False  # may send requests that change an engine: --allow-engine-writes
 
     @classmethod
+    def needs_for(cls, params: BaseModel | None) -> tuple[str, ...]:
+        """What this probe needs with these params (a rule of config_rule that reads the log, not the args)."""
+        return cls.needs
+
+    @classmethod
     def capabilities(cls) -> dict[str, bool]:
         return {"executes_run_code": cls.executes_run_code, "contacts_engine": cls.contacts_engine,
                 "writes_to_engine": cls.writes_to_engine}

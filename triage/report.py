@@ -40,7 +40,7 @@ from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.coverage import Coverage, build_coverage, confidence_factor
 from triage.differential import Boost, Candidate, apply_boost, rank_candidates
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
-from triage.graph import DecisionGraph
+from triage.graph import DecisionGraph, edge_tokens, suspicions
 from triage.memory.models import ChangeSummary, History
 from triage.run.run import Run
 from triage.walker import Walk
@@ -136,6 +136,10 @@ def _confidence(walk: Walk) -> float:
 def _ruled_out(graph: DecisionGraph, findings: list[Finding], verdict: str) -> list[RuledOut]:
     out: list[RuledOut] = []
     seen = {verdict, HEALTHY, INCONCLUSIVE}
+    # a verdict a finding made a suspect of is open, not ruled out, though the edge taken bypassed it
+    # (a SIGKILL with no word of memory is no evidence against host memory)
+    observed = {t for f in findings for t in edge_tokens(graph.nodes[f.node], f.outcome)}
+    seen |= {vid for vid, v in graph.catalog.items() if suspicions(v, graph.probes, graph.questions) & observed}
     for f in findings:
         if f.outcome in (UNAVAILABLE, ERROR):
             continue
@@ -178,6 +182,25 @@ def _not_checked(findings: list[Finding]) -> list[NotChecked]:
     return out
 
 
+def without_root(report: Report, root: str, shown: str) -> Report:
+    """The report with `root/` left out of every path it quotes, and `shown` as the run's path: a pasted
+    fragment's temporary folder means nothing to the reader, and is removed with the run."""
+    prefix = root.rstrip("/") + "/"
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(prefix, "")
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        return value
+
+    data = strip(report.model_dump())
+    data["run"]["path"] = shown
+    return Report.model_validate(data)
+
+
 def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, notes: list[str] | None = None) -> Report:
     verdict = graph.catalog[walk.verdict]
     steps = [
@@ -201,17 +224,27 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         if not_checked:
             missing = "; ".join(f"{n.probe}: {n.reason}" for n in not_checked)
             explanation = f"{explanation} Could not check: {missing}."
+        else:
+            # every check ran: what they saw leaves more than one cause open (a SIGKILL no line explains)
+            explanation = ("The walk could not reach a root cause: every check it asked ran, and what they observed "
+                           "does not decide between the causes it leaves open.")
         if candidates and any(c.score > 0 or c.supports for c in candidates):
             explanation += " Candidates, most supported first: " + ", ".join(c.id for c in candidates) + "."
         elif candidates:
             # nothing the walk saw points at one of them: they are only what the blocked checks could still
             # decide, in the graph's order, so naming the first few would read as suspicion (a cut traceback
             # listed memory ids first: verl-project/verl#834); the JSON keeps them all
-            explanation += (f" Nothing observed points at one cause; {len(candidates)} causes stay open to the "
-                            "checks that could not run.")
+            n = len(candidates)
+            explanation += (f" Nothing observed points at one cause; {n} {'causes stay' if n > 1 else 'cause stays'} "
+                            "open to the checks that could not run.")
     coverage = build_coverage(run, walk.findings)
     remedy, flags = verdict.remedy, list(verdict.flags)
-    if walk.verdict == INCONCLUSIVE:
+    if walk.verdict == INCONCLUSIVE and not not_checked and candidates and candidates[0].next_step:
+        # nothing is missing: the step that tells the open causes apart is the remedy
+        remedy, flags = (f"Tell the candidates apart, the first one first: {candidates[0].id}: "
+                         f"{candidates[0].next_step}" + "".join(f"; {c.id}: {c.next_step}" for c in candidates[1:3]
+                                                                 if c.next_step) + "."), []
+    elif walk.verdict == INCONCLUSIVE:
         remedy, flags = _inconclusive_remedy(run, remedy, flags)
     elif (own := _own_remedy(walk.findings)) is not None:
         # the finding that decided quotes a remedy the log itself gives (an engine's own advice), which

@@ -9,6 +9,13 @@
   placement, however the cluster currently cannot provide …` (or `but this node only has
   remaining {…}`).
 
+- `ray status`, pasted: a pending placement group under `Demands:` (`{'GPU': 1.0} * 2 (PACK): 1+
+  pending placement groups`, python/ray/autoscaler/_private/util.py; gpustack/gpustack#5509,
+  ray-project/ray#47792);
+- vLLM's Ray executor waiting for its engine's placement group: `Waiting for creating a placement
+  group of specs for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` …`
+  (vllm/v1/executor/ray_utils.py _wait_until_pg_ready; vllm-project/aibrix#927).
+
 `probes.config_rule` weighs each request against the cluster's resources; the symptom and the
 run check only ask whether a text holds one.
 """
@@ -25,8 +32,17 @@ RAYLET = re.compile(
 )
 
 
+STATUS_DEMAND = re.compile(
+    r"^\s*(?P<req>\{[^}]*\})\s*\*\s*(?P<n>\d+)\s*\((?P<strategy>[A-Z_]+)\):\s*\d+\+ pending placement groups", re.M)
+VLLM_WAIT = re.compile(r"Waiting for creating a placement group of specs for (?P<s>\d+) seconds\. specs=(?P<specs>\[[^\]]*\])")
+
+
 def holds_request(text: str) -> bool:
     """Whether `text` holds one of Ray's reports of a request it cannot schedule."""
+    if "pending placement groups" in text and STATUS_DEMAND.search(text):
+        return True
+    if "Waiting for creating a placement group" in text and VLLM_WAIT.search(text):
+        return True
     if "resource request" not in text and "cannot be scheduled right now" not in text:
         return False
     return any(p.search(text) for p in (INFEASIBLE, PENDING, RAYLET))

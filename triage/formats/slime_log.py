@@ -131,6 +131,8 @@ ERROR_WORDS: tuple[str, ...] = (
     # vLLM's scheduler refusing a prompt longer than max_model_len (core/scheduler.py, v1/core/sched/scheduler.py:
     # `Input prompt (N tokens) is too long and exceeds limit of M`), logged as a warning
     "exceeds limit of", "已杀死",
+    # TRL's batch refusal and NeMo-RL's GPU count, printed without their exception type (_SPILLED)
+    "must be evenly divisible", "Not enough GPUs available", "got an unexpected keyword argument",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -155,6 +157,17 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     (b"Sleep mode freed", _OTHER_MARK),
     # bash's `Killed` in a Chinese locale (a job the OOM killer ended: danijar/dreamerv3#203)
     ("已杀死".encode(), _ERROR_MARK),
+    # TRL's batch refusal and NeMo-RL's GPU count, pasted without their exception type (modelscope/ms-swift#3980:
+    # `The global train batch size (1 x 1) must be evenly divisible by the number of generations per prompt (1).`;
+    # NVIDIA-NeMo/RL#271: `Not enough GPUs available. Requested 16 GPUs, but only 8 are available in the cluster.`)
+    (b"must be evenly divisible", _ERROR_MARK),
+    (b"Not enough GPUs available", _ERROR_MARK),
+    # a constructor's refusal pasted without `TypeError:` (dongyh20/Insight-V#6: `DPOTrainer.__init__() got an
+    # unexpected keyword argument 'gamma'`)
+    (b"got an unexpected keyword argument", _ERROR_MARK),
+    # torch's warning for a std / var over one element (aten ReduceOps.cpp: `std(): degrees of freedom is <= 0`):
+    # a GRPO group of a single sample (FanqingM/MM-Eureka-V0#14, lzhxmu/CPPO#3)
+    (b"degrees of freedom is <= 0", _OTHER_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
@@ -215,8 +228,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # `RayTaskError(RuntimeError): \ufffd[36mray::TaskRunner.run()\ufffd[39m`)
 _BARE_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3})*m")
 # (an actor's name may hold one pair of parentheses of its own: ROLL's `(ActorWorker(actor_train-1) pid=18175, ip=…)`,
-# alibaba/ROLL#193)
-_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
+# alibaba/ROLL#193; vLLM's multiprocessing workers put their rank before the pid, `(VllmWorker rank=7 pid=240)`:
+# vllm/v1/executor/multiproc_executor.py, vllm-project/vllm#18446)
+_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
 _TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
 _SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
 _RAY_PREFIX = re.compile(_SRC)
@@ -235,6 +249,8 @@ _COLLECTOR_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|
 # timestamped log lines; vllm-project/vllm#43375). The zone marks the carrier's clock: the frameworks'
 # own loggers print local time without one.
 _CI_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\] ")
+_MD_BULLET_CODE = re.compile(r" {0,6}(?:[-*+]|\d{1,2}\.) +`(?!`)")
+_PLAIN_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
 # Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
 _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
 # Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
@@ -247,7 +263,9 @@ _TASK_LABEL = re.compile(r" {0,5}\d{1,6}: (?=\S| {2})|\[\d+,\d+\]<std(?:out|err|
 _PDSH_PREFIX = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}: (?=\S)|[A-Za-z][\w.-]*: (?=\[(?:default)?rank\d+\]:)")
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
-_RANK_PREFIX = re.compile(r"\[(?P<rank>(?:default)?rank\d+)\]:\s?")
+# (torch elastic's `--log-line-prefix-template` default, `[${role_name}${local_rank}]:`, may stand before it:
+# `[default7]:[rank7]: KeyError: 'state'`, NVIDIA/Megatron-LM#3885)
+_RANK_PREFIX = re.compile(r"(?:\[default\d+\]:)?\[(?P<rank>(?:default)?rank\d+)\]:\s?")
 _SLIME_FMT = re.compile(_SLIME_HEAD)
 _FAST_SLIME = re.compile(f"(?:{_SRC})?{_SLIME_HEAD}")
 _BRACKET_TS = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] ?")
@@ -332,6 +350,9 @@ def _last_retry(msg: str) -> bool:
     return "connect returned " in msg and "retrying (" in msg and LAST_TRY.search(msg) is not None
 
 
+# a non-interactive bash's report of a child a signal ended (GNU bash jobs.c: `SCRIPT: line N: PID Killed   COMMAND`,
+# the signal as strsignal names it, `(core dumped)` after it when one was written; modelscope/ms-swift#195)
+_SHELL_JOB_REPORT = re.compile(r":\s*line \d+:\s+\d+ [A-Z][a-z]+(?: [a-z]+)*(?: \(core dumped\))?\s{2,}\S")
 _ERROR_RE = re.compile("|".join(re.escape(w) for w in ERROR_WORDS))
 # a frame line of a Python traceback (traceback.py's `  File "{}", line {}, in {}`); faulthandler's
 # dump writes `line N in fn` without the comma
@@ -383,7 +404,7 @@ _CKPT_SAVED = ("saving checkpoint at iteration", "successfully saved checkpoint"
 
 NOTABLE_TAGS = (
     "ckpt_loaded", "ckpt_not_found", "ckpt_saved", "nan_skip", "rollout_progress",
-    "train_progress", "weights_update", "release_memory", "resume_memory", "engine_launch",
+    "train_progress", "weights_update", "release_memory", "resume_memory", "engine_launch", "std_no_dof",
 )
 
 T = TypeVar("T")
@@ -681,6 +702,13 @@ def strip_carrier(text: str) -> str:
         if m:
             text = text[m.end():]
             first = text[:1]
+    elif first == "[" and text[11:12] == " " and text[20:23] == "] (":
+        # a timestamp before Ray's prefix was added after Ray forwarded the line to the driver: a collector's
+        # (`[2025-05-10 00:18:21] (WorkerDict pid=1230, ip=…) [rank15]:…`, verl-project/verl#1309)
+        m = _PLAIN_TIMESTAMP.match(text)
+        if m and _RAY_PREFIX.match(text, m.end()):
+            text = text[m.end():]
+            first = "("
     if first == " ":
         body = text.lstrip(" ")
         if body[:1] == "(" and len(text) - len(body) <= MAX_LIST_INDENT and _RAY_PREFIX.match(body):
@@ -688,6 +716,12 @@ def strip_carrier(text: str) -> str:
     if first == ">":
         text = text[2:] if text[1:2] == " " else text[1:]
         first = text[:1]
+    if (first in " -*+" or first.isdigit()) and "`" in text[:12]:
+        # a Markdown list item quoting the line as code (`   - \`TypeError: …\``, THUDM/slime#1702)
+        m = _MD_BULLET_CODE.match(text)
+        if m:
+            text = text[m.end() - 1:]
+            first = "`"
     if first == "`" and text[1:2] != "`":  # Markdown's inline code around a pasted line (THUDM/slime#1076)
         text = text[1:]
         end = text.rstrip()
@@ -756,10 +790,12 @@ def split_line(raw: str) -> _Line:
         if m:
             source = m.group("src")
             text = strip_nested_processes(text[m.end():])
-    if text.startswith("[rank") or text.startswith("[defaultrank"):
+    if text.startswith("[rank") or text.startswith("[default"):
         m = _RANK_PREFIX.match(text)
         if m:
-            source = source or m.group("rank")
+            # behind an actor's prefix the rank is the job's, which the actor's own name does not say
+            # (`(WorkerDict pid=1230, ip=…) [rank15]:…`, verl-project/verl#1309)
+            source = f"{source}, {m.group('rank')}" if source else m.group("rank")
             text = text[m.end():]
     first = text[:1]
     if first in "IWEF[" and _GLOG_START.match(text):
@@ -1166,6 +1202,8 @@ class _FileScan:
                 self._start_walk("arguments", line.source)
                 return
             if "python" in msg and self._command(msg, line):
+                if marks & _ERROR_MARK and _SHELL_JOB_REPORT.search(msg):
+                    self._error(line, line_no)  # bash's report of a job a signal ended quotes its command
                 return
         if self._traceback(line, line_no):
             return
@@ -1537,6 +1575,8 @@ def _timer_note(msg: str, name: str | None = None) -> str | None:
 
 
 def _notable_tag(msg: str) -> str | None:
+    if "degrees of freedom is <= 0" in msg:  # torch's std / var over a single element
+        return "std_no_dof"
     if "server_args=ServerArgs(" in msg:  # SGLang's launch line: which model the engine serves
         return "engine_launch"
     if "checkpoint" in msg or "metadata file" in msg or "start from random" in msg:

@@ -58,7 +58,7 @@ _REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 _RAY_PREFIX = re.compile(
     r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*(?:\([\w.:-]*\))?)?,?\s?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
 )
-_RANK_PREFIX = re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")
+_RANK_PREFIX = re.compile(r"^(?:\[default\d+\]:)?\[(?:default)?rank(?P<rank>\d+)\]:\s?")
 # (`, in` with no function name: a `<module>` that a Markdown renderer took for an HTML tag)
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in(?: (?P<fn>.+))?)?\s*$')
 # the start of an indented frame line, whole or cut short by a terminal's width
@@ -331,7 +331,7 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
             actor, ip = m.group("actor"), m.group("ip")
             pid = int(m.group("pid")) if m.group("pid") else None
             text = strip_nested_processes(text[m.end():])
-    if text.startswith("[rank") or text.startswith("[defaultrank"):
+    if text.startswith("[rank") or text.startswith("[default"):
         m = _RANK_PREFIX.match(text)
         if m:
             rank = int(m.group("rank"))
@@ -674,6 +674,11 @@ class TracebackReader:
             if _RAY_HEADER.match(stripped):
                 tb.link, tb.remote, tb.state, tb.pending_link = tb.pending_link, _header_origin(stripped), "frames", None
                 return
+        if stripped == '"""':
+            # multiprocessing's RemoteTraceback quotes the worker's traceback between triple quotes: the closing
+            # quotes end the message, they are not part of it (BunsenFeng/model_collaboration#76)
+            self._close(key)
+            return
         if tb.blank == 0 and tb.pending_link is None and tb.message_lines < 20 and split_line(text).fmt is None \
                 and not stripped.startswith("Traceback (most recent call last)"):
             tb.message_lines += 1

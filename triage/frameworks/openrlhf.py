@@ -20,7 +20,9 @@ FRAMEWORK = Framework(
     arg_sources=("command_line", "launch_script"),
     error_wordings=(
         ErrorWording("config.batch_size_mismatch",
-                     r"AssertionError.*(rollout_batch_size|train_batch_size|micro_train_batch_size)",
+                     # the batch names inside the assertion's own first sentence, not flags a user pasted after it
+                     # (hkust-nlp/simpleRL-reason#58: verl's context-length assertion, then `--train_batch_size 1024`)
+                     r"AssertionError:[^.\n]*?(?<![-\w])(?:rollout_batch_size|train_batch_size|micro_train_batch_size)\b",
                      "OpenRLHF/OpenRLHF openrlhf/cli/train_ppo_ray.py / openrlhf/utils/deepspeed/deepspeed.py"),
         ErrorWording("host.ram_exhausted", r"Task was killed due to the node running low on memory",
                      "ray-project/ray python/ray/_private/memory_monitor.py"),

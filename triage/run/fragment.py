@@ -30,7 +30,7 @@ from triage.run.run import Run
 
 MAX_FRAGMENT_BYTES = 64 << 20  # what standard input or a pasted message may hold
 MAX_FRAGMENT_LINE_BYTES = 1 << 20  # slime_log.MAX_LINE_BYTES: a longer line is not a log line
-FRAGMENT_NOTE = ("the input was a fragment ({what}, {lines} lines), not a run directory: triaged for what it "
+FRAGMENT_NOTE = ("the input was a fragment ({what}, {lines}), not a run directory: triaged for what it "
                  "holds; artifacts it does not include (other logs, dumps, checkpoints) were not checked")
 SINGLE_FILE_NOTE = "the run is the single file {name}: nothing else in its folder was read"
 
@@ -125,7 +125,8 @@ def open_bytes_run(data: bytes, name: str = "fragment.log", what: str = "the fra
     artifacts = Artifacts(logs=[path])
     run = Run(ref=name, root=tmp, manifest=Manifest(), artifacts=artifacts, allowed_roots=(tmp,))
     weakref.finalize(run, shutil.rmtree, str(tmp), True)  # removed with the run, or at exit
-    run.notes.append(FRAGMENT_NOTE.format(what=what, lines=data.count(b"\n") + (0 if data.endswith(b"\n") else 1)))
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    run.notes.append(FRAGMENT_NOTE.format(what=what, lines=f"{lines} line{'' if lines == 1 else 's'}"))
     run.is_fragment = True  # type: ignore[attr-defined]
     return run
 
