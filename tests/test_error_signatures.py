@@ -525,6 +525,8 @@ FIELD_CASES = [
     # a data collator padding with a tokenizer that has no pad token (huggingface/transformers#4122)
     ("no_pad_token", "ValueError: You are attempting to pad samples but the tokenizer you are using (GPT2Tokenizer) does "
      "not have one.\n"),
+    # an engine's argument class refusing a field the framework passes (verl-project/verl#2812, pasted without its type)
+    ("version_mismatch", "ServerArgs.__init__() got an unexpected keyword argument 'mm_attention_backend'\n"),
     # Ray's own check of a process against the running cluster (Unakar/Logic-RL#30)
     ("version_mismatch", "RuntimeError: Version mismatch: The cluster was started with:\n"),
     # a dataset column the reward function does not take, without **kwargs (greyhaven-ai/autocontext#1043)
