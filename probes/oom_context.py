@@ -206,11 +206,16 @@ def _traceback_run(lines: Iterable[str]) -> list[str]:
     return run
 
 
+def _engine_frame(frame: str) -> bool:
+    """A frame of the engine's own work; a vLLM frame of its sleep or wake-up is the colocated switch, not
+    generation (verl-project/verl#575)."""
+    return bool(ENGINE_FRAME.search(frame)) and not ("vllm" in frame and SWITCH_FRAME.search(frame))
+
+
 def _phase_from_frames(frames: tuple[str, ...]) -> str | None:
     # The innermost frame that names a phase decides: frames run outermost first.
     for frame in reversed(frames):
-        # (a vLLM frame of its sleep or wake-up is the colocated switch, not generation: verl-project/verl#575)
-        if ENGINE_FRAME.search(frame) and not ("vllm" in frame and SWITCH_FRAME.search(frame)):
+        if _engine_frame(frame):
             return "engine_side"
         if LOGPROB_FRAME.search(frame):
             return "logprob_pass"
@@ -364,9 +369,9 @@ _VLLM = re.compile(r"vllm|VllmWorker|EngineCore|LLMRayActor|RayWorkerWrapper|war
 
 def _engine_name(oom: SignatureMatch) -> str:
     """Which inference engine the OOM's line, prefix or frames name: vLLM's processes and paths, else SGLang."""
-    texts = [oom.line.text, oom.line.source or "", *oom.frames]
-    return "vLLM" if any(_VLLM.search(t) for t in texts) and not any(ENGINE_FRAME.search(f) and "sglang" in f
-                                                                       for f in oom.frames) else "SGLang"
+    if any("sglang" in f and ENGINE_FRAME.search(f) for f in oom.frames):
+        return "SGLang"
+    return "vLLM" if any(_VLLM.search(t) for t in (oom.line.text, oom.line.source or "", *oom.frames)) else "SGLang"
 
 
 def _in_engine(oom: SignatureMatch, framework: str = "unknown") -> bool:
@@ -377,7 +382,7 @@ def _in_engine(oom: SignatureMatch, framework: str = "unknown") -> bool:
         (line.source and ENGINE_SOURCE.search(line.source))
         or ENGINE_TEXT.search(line.text)
         or oom.signature.id == "sglang_kv_cache_oom"
-        or any(ENGINE_FRAME.search(f) and not ("vllm" in f and SWITCH_FRAME.search(f)) for f in oom.frames)
+        or any(_engine_frame(f) for f in oom.frames)
     )
 
 

@@ -194,9 +194,8 @@ def degenerate_groups(run: Run, p: RewardParams, zero_frac: Series | None) -> Re
     if size is None or size[1] > p.small_group_size:
         return None
     arg, g = size
-    ev: dict[str, Any] = {"group_size": {"arg": arg, "value": g}}
-    if warned is not None:
-        ev["group_size"] = {"warning": warned.text[:300], "where": warned.where(), "value": 1}
+    ev: dict[str, Any] = {"group_size": {"arg": arg, "value": g} if warned is None else
+                          {"warning": warned.text[:300], "where": warned.where(), "value": 1}}
     std = _nonfinite_from_first(run.metrics.get("reward_std"))
     grad = _nonfinite_from_first(run.metrics.get("grad_norm"))
     if std is not None:

@@ -31,6 +31,8 @@ from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.probe import Cost, Probe
 
+from probes.error_signatures import rank_of
+
 if TYPE_CHECKING:
     from triage.formats.log_index import LogLine
     from triage.run.run import Run
@@ -42,10 +44,6 @@ _WATCHDOG = re.compile(
 )
 # the line after the report in torch >= 2.2 (ProcessGroupNCCL.cpp, watchdogHandler): its group, rank and work
 _DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
-
-
-# torch's per-rank line prefix (`[rank15]:`, the job's rank) as the log reader keeps it in a line's source
-_PREFIX_RANK = re.compile(r"(?:^|\W)(?:default)?rank(\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -88,10 +86,9 @@ def _reports(lines: list[LogLine]) -> list[_Report]:
         seq = int(m.group("seq"))
         group = m.group("guid") or groups.get((rank, seq))
         numel_in, numel_out = m.group("numel_in"), m.group("numel_out")
-        prefix = _PREFIX_RANK.search(line.source or "")
+        # the line's own rank, its `[rankN]:` prefix first (the job's), where `[Rank N]` is the group's
         report = _Report(group, rank, seq, m.group("op"), None if numel_in is None else int(numel_in),
-                         None if numel_out is None else int(numel_out), line.where(),
-                         int(prefix.group(1)) if prefix else None)
+                         None if numel_out is None else int(numel_out), line.where(), rank_of(line))
         found.setdefault((group, rank, seq), report)  # a rank's repeated report (Ray's dedup, retries) once
     return list(found.values())
 

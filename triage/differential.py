@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.finding import ERROR, IMPLICIT_OUTCOMES, UNAVAILABLE, Finding
-from triage.graph import DecisionGraph, edge_tokens, evidence_alternatives, suspicions
+from triage.graph import DecisionGraph, edge_tokens, evidence_alternatives
 
 MAX_CANDIDATES = 6
 
@@ -77,11 +77,12 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
     # a finding the catalog lists under a verdict's `suspected_by:` opens it too, the finding its support
     # (a SIGKILL with nothing saying who sent it: host memory or a scheduler, 002's `exitcode: -9`)
     suspected: dict[str, list[Finding]] = {}
-    for vid, verdict in graph.catalog.items():
-        seen_by = [observed[t] for t in sorted(suspicions(verdict, graph.probes, graph.questions)) if t in observed]
-        if seen_by:
-            suspected[vid] = seen_by
-            opened.setdefault(vid, seen_by[0])
+    for token, finding in observed.items():
+        for vid in graph.suspects.get(token, ()):
+            suspected.setdefault(vid, []).append(finding)
+    for vid in graph.catalog:  # in catalog order, as the playbooks list the blocked checks' verdicts
+        if vid in suspected:
+            opened.setdefault(vid, suspected[vid][0])
     health = next((f for f in findings if f.probe == "health_checks" and f.outcome == "insufficient"), None)
     if health is not None:
         opened.setdefault(HEALTHY, health)

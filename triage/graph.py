@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,16 @@ class DecisionGraph:
     @property
     def entry(self) -> str:
         return self.playbooks[ENTRY_PLAYBOOK].entry
+
+    @cached_property
+    def suspects(self) -> dict[tuple[str, str], list[str]]:
+        """Each finding ("probe", "outcome") the catalog lists under `suspected_by:`, and the verdicts it makes
+        suspects of, in catalog order."""
+        out: dict[tuple[str, str], list[str]] = {}
+        for vid, verdict in self.catalog.items():
+            for token in sorted(suspicions(verdict, self.probes, self.questions)):
+                out.setdefault(token, []).append(vid)
+        return out
 
     def verdicts_reachable_from(self, node_or_target: str) -> set[str]:
         if node_or_target.startswith(VERDICT_PREFIX):
@@ -440,8 +451,7 @@ def check_evidence(graph: DecisionGraph, where_of: Callable[[str], tuple[Path, s
     `healthy`) passes through a finding its catalog entry lists under `evidence:`.
     """
     alternatives = {vid: evidence_alternatives(v, graph.probes, graph.questions) for vid, v in graph.catalog.items()}
-    for v in graph.catalog.values():
-        suspicions(v, graph.probes, graph.questions)  # a misspelt suspicion fails the compile, not a report
+    graph.suspects  # a misspelt suspicion fails the compile, not a report
     relevant = {token for alts in alternatives.values() for alt in alts for token in alt}
     # node -> the distinct sets of evidence tokens observed along the paths that reach it
     seen: dict[str, set[frozenset[tuple[str, str]]]] = {graph.entry: {frozenset()}}

@@ -40,7 +40,7 @@ from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.coverage import Coverage, build_coverage, confidence_factor
 from triage.differential import Boost, Candidate, apply_boost, rank_candidates
 from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
-from triage.graph import DecisionGraph, edge_tokens, suspicions
+from triage.graph import DecisionGraph, edge_tokens
 from triage.memory.models import ChangeSummary, History
 from triage.run.run import Run
 from triage.walker import Walk
@@ -138,8 +138,8 @@ def _ruled_out(graph: DecisionGraph, findings: list[Finding], verdict: str) -> l
     seen = {verdict, HEALTHY, INCONCLUSIVE}
     # a verdict a finding made a suspect of is open, not ruled out, though the edge taken bypassed it
     # (a SIGKILL with no word of memory is no evidence against host memory)
-    observed = {t for f in findings for t in edge_tokens(graph.nodes[f.node], f.outcome)}
-    seen |= {vid for vid, v in graph.catalog.items() if suspicions(v, graph.probes, graph.questions) & observed}
+    seen |= {vid for f in findings for token in edge_tokens(graph.nodes[f.node], f.outcome)
+             for vid in graph.suspects.get(token, ())}
     for f in findings:
         if f.outcome in (UNAVAILABLE, ERROR):
             continue
