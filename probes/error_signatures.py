@@ -28,6 +28,7 @@ no timestamp).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 import weakref
 from collections.abc import Iterable
@@ -52,6 +53,7 @@ OUTCOMES = (
     "cuda_oom",
     "host_oom_killed",
     "killed",
+    "terminated",
     "sched_ended",
     "network_failure",
     "connection_closed",
@@ -82,9 +84,10 @@ OUTCOMES = (
 SIGNATURE_OUTCOMES = OUTCOMES[:-2]
 
 # Outcomes of a process ended from outside, strongest evidence of why first: memory named
-# (kernel OOM killer, cgroup, Ray's memory monitor), then the scheduler's own message or a
-# SIGTERM, then a bare SIGKILL (which alone says nothing about why).
-KILL_FAMILY = ("host_oom_killed", "sched_ended", "killed")
+# (kernel OOM killer, cgroup, Ray's memory monitor), then the scheduler's own message, then a
+# SIGTERM a process reports (a SIGKILL after it makes it the scheduler's pattern), then a bare
+# SIGKILL (which alone says nothing about why).
+KILL_FAMILY = ("host_oom_killed", "sched_ended", "terminated", "killed")
 
 # Errors that report another process's death rather than a cause of their own: the
 # launcher's summary (torchrun's ChildFailedError) and Ray's actor-death wrappers.
@@ -172,6 +175,10 @@ FATAL_LINE = re.compile(
     # Hydra's report of the exception that ended the app (hydra/_internal/utils.py, run_and_report),
     # printed right before its traceback: verl's entry points run under Hydra
     r"|^Error executing job with overrides: "
+    # Hydra's short report of an override the composed config does not take (hydra/_internal/config_loader_impl.py
+    # `Could not override 'a.b.n'.`, the run never starts; the type is printed only with HYDRA_FULL_ERROR=1):
+    # verl-project/verl#4262, PRIME-RL/TTRL#24
+    r"|^Could not override '[^']+'\."
     # NCCL's last connect retry (misc/socket.cc logs each at INFO: `socketPollConnect: connect returned No route to
     # host, retrying (34/34) after sleep for 3400 msec`); the connection fails after it (hiyouga/LlamaFactory#8045)
     r"|\bconnect returned [\w ]+, retrying \((\d+)/\1\)"
@@ -298,8 +305,15 @@ class ErrorScan:
                     if of_kind:
                         chosen = min(of_kind, key=lambda m: m.order)
                         break
-                if chosen.signature.outcome == "killed" and first_fatal is not None and first_fatal < chosen.order:
+                outcome = chosen.signature.outcome
+                if outcome in ("terminated", "killed") and first_fatal is not None and first_fatal < chosen.order:
                     return None
+                if outcome == "terminated" and any(m.signature.outcome == "killed" and m.order > chosen.order
+                                                   for m in family):
+                    # SIGTERM, then SIGKILL after a grace period: how a scheduler ends a job (the catalog's
+                    # sched.time_limit)
+                    return dataclasses.replace(chosen, signature=dataclasses.replace(
+                        chosen.signature, outcome="sched_ended", explanation=_TERM_THEN_KILL))
             return chosen
         if self.matches:
             chosen = min(self.matches, key=lambda m: m.order)
@@ -307,6 +321,10 @@ class ErrorScan:
                 return None
             return chosen
         return None
+
+
+_TERM_THEN_KILL = ("The job's processes received SIGTERM and then SIGKILL, a grace period apart: how a scheduler "
+                   "ends a job (a time limit, a preemption, a cancellation).")
 
 
 def _compile(entry_id: str, field_name: str, raw: Any) -> tuple[re.Pattern[str], ...]:
@@ -473,8 +491,21 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
     for nos in by_text.values():
         nos.sort()
     frames: dict[tuple[str, int], tuple[str, ...]] = {}
+    by_path: dict[str, list[int]] = {}
+    for path, no in lines:
+        by_path.setdefault(path, []).append(no)
+    for nos in by_path.values():
+        nos.sort()
     for tb in log.tracebacks:
         exc = tb.exception.strip()
+        head = lines.get((tb.path, tb.line_no))
+        if not exc and tb.frames and head is not None and head.text.lstrip().startswith("Traceback"):
+            # (a headed traceback cut before its end: frames pasted below an error without a header are read
+            # as that, bottom-up, by the OOM check)
+            above = _exception_above(lines, by_path.get(tb.path, []), tb.path, tb.line_no, frames)
+            if above is not None:
+                frames[above] = tuple(tb.frames)
+                continue
         nos = by_text.get((tb.path, exc[:TEXT_KEY]), [])
         i = bisect.bisect_left(nos, tb.line_no)
         if i < len(nos):
@@ -484,6 +515,26 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             lines.setdefault(key, LogLine(path=tb.path, line_no=tb.line_no, text=exc, source=tb.source))
         frames[key] = tuple(tb.frames)
     return list(lines.values()), frames
+
+
+# How far above a cut traceback an exception line a paste put first may stand (verl-project/verl#6256:
+# `KeyError: 'embed_tokens.weight'`, a blank line and vLLM's `WorkerProc hit an exception.` above it)
+EXCEPTION_ABOVE_LINES = 5
+_TYPED_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]+\))?: \S")
+
+
+def _exception_above(lines: dict[tuple[str, int], LogLine], nos: list[int], path: str, start: int,
+                     frames: dict[tuple[str, int], tuple[str, ...]]) -> tuple[str, int] | None:
+    """The exception line a user pasted above the traceback that raised it, the traceback cut before its own
+    end: the nearest candidate line within `EXCEPTION_ABOVE_LINES` above `start` that reads `Type: message`,
+    when no traceback ends at it already."""
+    i = bisect.bisect_left(nos, start) - 1
+    while i >= 0 and start - nos[i] <= EXCEPTION_ABOVE_LINES:
+        key = (path, nos[i])
+        if _TYPED_EXCEPTION.match(lines[key].text.strip()):
+            return None if key in frames else key
+        i -= 1
+    return None
 
 
 def _may_be_fatal(line: LogLine) -> bool:
@@ -727,7 +778,8 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
                 break
     elif outcome == "ref_load_missing" and (p := _REF_LOAD_PATH.search(first)):
         out["ref_load"] = p.group(1)
-    elif outcome in ("gpu_fault", "network_failure", "connection_closed", "disk_full", "sched_ended", "killed"):
+    elif outcome in ("gpu_fault", "network_failure", "connection_closed", "disk_full", "sched_ended", "terminated",
+                     "killed"):
         nodes = sorted({n for m in matches if (n := node_of(m.line)) is not None})
         if nodes:
             out["nodes"] = nodes[:16]
@@ -737,7 +789,7 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
             out["path"] = d.group(1)
         if outcome in ("network_failure", "connection_closed") and (a := _PEER.search(first)):
             out["peer"] = a.group(1)
-        if outcome == "killed":
+        if outcome in ("killed", "terminated"):
             out["confirm"] = ("look for the kernel's `Out of memory: Killed process` in `dmesg -T` on the node, and for the "
                               "scheduler's record of the job (`sacct -j JOB -o State,ExitCode,MaxRSS`, `kubectl describe pod`)")
     elif outcome == "version_mismatch":
@@ -814,6 +866,7 @@ _SUMMARY = {
     "nan_check_failed": "Megatron's NaN check stopped training",
     "killed": "a process was killed with SIGKILL, and nothing in the log says why",
     "sched_ended": "the scheduler ended the job",
+    "terminated": "a process received SIGTERM, and nothing in the log says who sent it",
     "network_failure": "a network connection between nodes (or to the router) could not be made",
     "connection_closed": "a peer closed or reset a connection (the network, or a rank that left the collectives)",
     "gpu_fault": "a GPU failed in hardware",
@@ -1025,6 +1078,8 @@ class ErrorSignatures(Probe):
     ) -> Observation:
         sig = chosen.signature
         same = sorted((m for m in result.matches if m.signature.outcome == sig.outcome), key=lambda m: m.order)
+        if chosen not in same:  # an outcome the lines decide together (SIGTERM, then SIGKILL: `decisive`)
+            same.insert(0, chosen)
         others: dict[str, list[SignatureMatch]] = {}
         for m in result.matches:
             if m.signature.outcome != sig.outcome:

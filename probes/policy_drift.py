@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import Trend, evidence_number, head, tail, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
+from triage.formats.metric_lines import ORDINAL_KINDS
 from triage.health import CheckResult, unavailable
 from triage.metrics import Series, flag_arg
 from triage.probe import Cost, Probe
@@ -179,7 +180,10 @@ class PolicyDrift(Probe):
         # At the first update the rollouts were sampled by the weights being trained: no update came between,
         # so however far apart the log-probs are, it is not staleness (THUDM/slime#2073: a difference of 9.2 at
         # `step 0`, an incomplete model bridge). The records judged must all be of that update (step 0 or 1).
-        first_update = all(s is None or (len(s) and float(np.max(s.steps)) <= 1) for s in (is_min, logp)) \
+        # (records numbered in print order, the HF Trainer's printed dicts, say nothing of which update they are:
+        # huggingface/trl#5312 pasted one with `'epoch': 10.0`)
+        first_update = all(s is None or (len(s) and float(np.max(s.steps)) <= 1
+                                         and s.source.split(":", 1)[0] not in ORDINAL_KINDS) for s in (is_min, logp)) \
             and (is_min is not None or logp is not None)
         if first_update:
             ev["first_update"] = "every record judged is of the first update: no weight change came between sampling and training"

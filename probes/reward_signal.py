@@ -37,8 +37,10 @@ GRPO), so the level is read from `rollout/raw_reward`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -139,19 +141,71 @@ def samples_per_rollout(run: Run) -> int | None:
     return int(prompts) * int(per_prompt)
 
 
-def constant_zero_bar(run: Run, r: Series, p: RewardParams) -> tuple[int, int | None]:
-    """(records needed to claim "always 0", samples each record covers or None).
+# Per-sample values a slime rollout record averages as `sum(val) / len(val)` on each data-parallel rank,
+# then over the ranks, each holding as many samples (slime/backends/megatron_utils/data.py,
+# log_rollout_data): token counts, whole numbers, and the 0/1 truncation flag. Such a mean is a fraction
+# whose denominator is the number of samples, so the fewest-sample fraction that prints as the mean is a
+# lower bound on the samples the record covers.
+WHOLE_NUMBER_MEANS = ("rollout/response_lengths", "rollout/total_lengths", "rollout/truncated")
+_MEAN_TOL = 1e-9  # relative: float64 sums and divisions of a few thousand values stay far inside it
+
+
+def _simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
+    """The fraction with the smallest denominator in [lo, hi] (0 <= lo <= hi): continued fractions."""
+    whole = math.floor(lo)
+    if whole == lo:
+        return Fraction(whole)
+    if whole + 1 <= hi:
+        return Fraction(whole + 1)
+    return whole + 1 / _simplest_between(1 / (hi - whole), 1 / (lo - whole))
+
+
+def fewest_samples(mean: float) -> int:
+    """The fewest whole numbers whose mean prints as `mean` (to `_MEAN_TOL`): 21/128 -> 128."""
+    if not math.isfinite(mean) or mean < 0:
+        return 1
+    x = Fraction(mean)
+    tol = Fraction(_MEAN_TOL) * max(1, x)
+    return _simplest_between(max(Fraction(0), x - tol), x + tol).denominator
+
+
+def samples_seen_per_record(run: Run, r: Series) -> int | None:
+    """The fewest samples every rollout record of `r` covers, read from the whole-number means beside it
+    (`WHOLE_NUMBER_MEANS`); None when no record has one that says more than 1."""
+    if not r.source.startswith("rollout:"):
+        return None
+    table = run.metrics.table
+    bounds = dict.fromkeys((int(i) for i in r.steps), 1)
+    for key in WHOLE_NUMBER_MEANS:
+        if not table.has("rollout", key):
+            continue
+        idx, vals = table.series("rollout", key)
+        for i, v in zip(idx, vals):
+            if int(i) in bounds:
+                bounds[int(i)] = max(bounds[int(i)], fewest_samples(float(v)))
+    least = min(bounds.values(), default=1)
+    return least if least > 1 else None
+
+
+def constant_zero_bar(run: Run, r: Series, p: RewardParams) -> tuple[int, int | None, str | None]:
+    """(records needed to claim "always 0", samples each record covers or None, how that count is known).
 
     A slime-family rollout record averages every sample of the rollout; when the run's
-    arguments say how many, records covering `constant_zero_samples` samples suffice.
-    Otherwise (HF Trainer rows, unknown batch) the guide's `min_records` steps hold.
+    arguments say how many, records covering `constant_zero_samples` samples suffice. Without
+    them, the record's own whole-number means give a lower bound on its samples
+    (`samples_seen_per_record`). Otherwise (HF Trainer rows, unknown batch) the guide's
+    `min_records` steps hold.
     """
     if not r.source.startswith(("rollout:", "perf:")):
-        return p.min_records, None
+        return p.min_records, None, None
     per = samples_per_rollout(run)
+    how = "rollout_batch_size x n_samples_per_prompt"
     if per is None:
-        return p.min_records, None
-    return min(-(-p.constant_zero_samples // per), p.min_records), per
+        per = samples_seen_per_record(run, r)
+        how = "at least, from the whole-number means the records hold (" + ", ".join(WHOLE_NUMBER_MEANS) + ")"
+    if per is None:
+        return p.min_records, None, None
+    return min(-(-p.constant_zero_samples // per), p.min_records), per, how
 
 
 def group_size(run: Run) -> tuple[str, int] | None:
@@ -332,10 +386,14 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
 
     std_all_zero = s is not None and len(s) > 0 and bool(np.all(np.abs(s.values) <= p.zero_tol))
     zero_frac_all_one = z is not None and len(z) > 0 and bool(np.all(z.values >= 1.0 - p.zero_tol))
-    bar, per_record = constant_zero_bar(run, r, p) if r is not None else (p.min_records, None)
+    bar, per_record, how = constant_zero_bar(run, r, p) if r is not None else (p.min_records, None, None)
     if r is not None and len(r) >= bar and bool(np.all(np.abs(r.values) <= p.zero_tol)):
-        covered = f", {len(r) * per_record} samples" if per_record else ""
+        covered = ""
+        if per_record:
+            covered = f", {'at least ' if how and how.startswith('at least') else ''}{len(r) * per_record} samples"
         ev["reward"]["samples_per_record"] = per_record
+        if how:
+            ev["reward"]["samples_per_record_from"] = how
         spread = "reward_std is 0 on every record" if std_all_zero else (
             "every group has zero spread" if zero_frac_all_one else "no sample scored anything but 0")
         answers = dump_answers(run, p)

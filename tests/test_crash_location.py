@@ -668,6 +668,48 @@ def test_a_traceback_pasted_with_every_line_shifted_keeps_its_exception(tmp_path
     assert tb.exception.startswith("RuntimeError: Kernel requires") and len(tb.frames) == 2
 
 
+def test_an_exception_line_less_indented_than_its_code_under_an_unindented_frame_is_read(tmp_path):
+    # verl-project/verl#7610 as pasted: the frame at 0 spaces, its code at 6, the exception at 2
+    text = ('File "verl/model_merger/fsdp_model_merger.py", line 202, in _load_and_merge_state_dicts\n'
+            "      state_dict[key] = torch.cat(state_dict[key], dim=0)\n"
+            "  RuntimeError: zero-dimensional tensor (at position 0) cannot be concatenated\n")
+    group = next(iter(read_text(text).groups.values()))
+    assert group.first.root.type == "RuntimeError"
+    assert group.first.root.frames[-1].function == "_load_and_merge_state_dicts"
+    from triage.formats.slime_log import scan_logs
+
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    assert tb.exception.startswith("RuntimeError: zero-dimensional tensor")
+    # a code line that reads like `name: value` under a normally indented frame stays code
+    text = ('Traceback (most recent call last):\n  File "a.py", line 3, in f\n    else:\n'
+            '  File "b.py", line 9, in g\n    x.y: int = 3\nValueError: bad\n')
+    group = next(iter(read_text(text).groups.values()))
+    assert group.first.root.type == "ValueError" and len(group.first.root.frames) == 2
+
+
+def test_a_chain_pasted_from_its_first_exception_line_starts_there(tmp_path):
+    # pettingllms-ai/PettingLLMs#8: OmegaConf's error without its traceback, the cause line, then the wrapper's
+    text = ("omegaconf.errors.ConfigAttributeError: Key 'optimizer' is not in struct\n"
+            "    full_key: models.model_0.ppo_trainer_config.actor_rollout_ref.actor.optim.optimizer\n"
+            "    object_type=dict\n\n"
+            "The above exception was the direct cause of the following exception:\n\n"
+            "ray::train_multi_agents() \n"
+            '  File "/code/PettingLLMs/pettingllms/trainer/train.py", line 164, in train_multi_agents\n'
+            "    trainer.init_workers()\n"
+            '  File "/code/PettingLLMs/pettingllms/trainer/multi_agents_ppo_trainer.py", line 266, in init_workers\n'
+            '    raise RuntimeError(f"Failed to initialize trainer {model_name}") from e\n'
+            "RuntimeError: Failed to initialize trainer shared_model\n")
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    from triage.run import open_run
+
+    [group] = open_run(str(tmp_path)).tracebacks.groups.values()
+    assert [b.type for b in group.first.blocks] == ["omegaconf.errors.ConfigAttributeError", "RuntimeError"]
+    assert group.first.root.line_no == 1 and group.first.blocks[1].link == "cause"
+    # a lone exception line with no cause line under it opens no chain
+    assert not read_text("ValueError: bad value\nsomething else\n").groups
+
+
 def test_an_egg_installed_framework_is_known_and_a_mount_point_is_not_the_codes_role():
     from probes.crash_location import component_of
     from triage.formats.tracebacks import package_of

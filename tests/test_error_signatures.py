@@ -330,7 +330,7 @@ FIELD_CASES = [
      "OSError: [Errno 122] Disk quota exceeded\n"),
     # sched.time_limit
     ("sched_ended", "slurmstepd: error: *** JOB 88123 ON gpu-node-07 CANCELLED AT 2026-08-10T18:00:14 DUE TO TIME LIMIT ***\n"),
-    ("sched_ended", "W0810 18:00:14.118000 4123 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM "
+    ("terminated", "W0810 18:00:14.118000 4123 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM "
      "death signal, shutting down workers\n"),
     # deps.version_mismatch
     ("version_mismatch", "ImportError: cannot import name 'Qwen3MoeForCausalLM' from 'transformers' "
@@ -949,6 +949,9 @@ def test_an_unlisted_error_in_vllms_log_format_still_ends_the_job(tmp_path):
 # names the file and the thread), and a line beside each that must not match: a log's own line, or the
 # neighbouring message of the same code.
 SOURCE_WORDINGS = [
+    # vllm-project/vllm-ascend#405: a line of torch_npu's HCCL RuntimeError, two jobs on one node
+    ('engine_port_conflict', '[rank0]: EJ0003: [PID: 159] 2025-03-26-17:01:02.816.428 Failed to bind the IP port. Reason: '
+     'The IP address and port have been bound already.\n'),
     ('port_unreachable', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (127.0.0.1, 51216).\n'),  # loopback_port_unserved
     ('cuda_oom', 'RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.\n'),  # npu_oom
     ('cuda_oom', "node0:1234:5678 [3] include/alloc.h:320 (ncclCuMemAlloc) NCCL WARN Cuda failure 2 'out of memory'\n"),  # nccl_cumem_oom
@@ -1472,3 +1475,82 @@ def test_a_key_the_reward_function_cannot_find_is_a_broken_reward_and_elsewhere_
     trainer = REWARD_KEYERROR.replace("workers/reward_manager/ttrl.py", "trainer/ppo/core_algos.py").replace(
         "_compute_eval_reward", "compute_advantage")
     assert examine(tmp_path, trainer).outcome == "other_error"
+
+
+def test_a_sigterm_alone_names_no_sender(tmp_path):
+    # modelscope/ms-swift#8193: the host ran out of memory while saving and "进程被系统发送 SIGTERM"; the numeric
+    # form of the agent's line is read too (PrimeIntellect-ai/prime-rl#1360)
+    for line in ("W0304 01:00:36.891000 2245 torch/distributed/elastic/agent/server/api.py:725] Received "
+                 "Signals.SIGTERM death signal, shutting down workers\n",
+                 "W1130 12:13:49.388000 124326 torch/distributed/elastic/agent/server/api.py:723] Received 15 death "
+                 "signal, shutting down workers\n"):
+        obs = examine(tmp_path, HEAD + line)
+        assert obs.outcome == "terminated", obs.summary
+        assert "who sent it" in obs.summary and "sacct" in obs.evidence["confirm"]
+
+
+def test_a_sigterm_after_an_unlisted_error_is_its_teardown(tmp_path):
+    log = HEAD + ("ValueError: the dataset has no column 'solution'\n"
+                  "W0810 18:00:14.118000 4123 torch/distributed/elastic/agent/server/api.py:704] Received "
+                  "Signals.SIGTERM death signal, shutting down workers\n")
+    assert examine(tmp_path, log).outcome == "other_error"
+
+
+@pytest.mark.parametrize("line", [
+    # NVIDIA/Megatron-LM#3984 (megatron-core 0.16 with flash-attn 2.8.3)
+    "ValueError: Supported flash-attn versions are >= 2.1.1, <= 2.7.4.post1. Found flash-attn 2.8.3.\n",
+    # NVIDIA/TransformerEngine#1123 (an older TransformerEngine's assert)
+    "AssertionError: FlashAttention maximum version 2.5.8 is supported.\n",
+    # StarsfieldAI/R1-V#127: two ranks printing the same ImportError into one line
+    "ImportErrorImportError    : : import flash_attn_2_cuda as flash_attn_gpu/root/miniconda3/envs/r1v/lib/python3.11/"
+    "site-packages/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: "
+    "_ZNK3c1011StorageImpl27throw_data_ptr_access_errorEv\n",
+])
+def test_version_checks_and_abi_errors_in_the_fields_wordings(tmp_path, line):
+    assert examine(tmp_path, HEAD + line).outcome == "version_mismatch"
+
+
+def test_transformer_engines_version_warning_alone_is_not_a_failure(tmp_path):
+    # TransformerEngine logs the same words as a warning when it falls back from flash-attn
+    line = ("[WARNING  | transformer_engine.pytorch.dot_product_attention.utils]: Supported flash-attn versions are "
+            ">= 2.1.1, <= 2.8.0.post2. Found flash-attn 2.8.3.\n")
+    assert examine(tmp_path, HEAD + line).outcome != "version_mismatch"
+
+
+def test_a_call_into_another_package_missing_a_required_argument_is_a_version_mismatch(tmp_path):
+    # ROCm/Megatron-LM#83: a newer torch's checkpoint writer calls Megatron's override with one more argument
+    log = HEAD + ("Traceback (most recent call last):\n"
+                  '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/checkpoint/filesystem.py", '
+                  "line 356, in _write_files_from_queue\n"
+                  "    _write_item(transforms, stream, data, write_item, storage_key, serialization_format)\n"
+                  "TypeError: _write_item() missing 1 required positional argument: 'serialization_format'\n")
+    assert examine(tmp_path, log).outcome == "version_mismatch"
+    # a reward function's own signature is the reward's (modelscope/ms-swift#3533, pasted without its type)
+    line = "CosineReward.__call__() missing 1 required positional argument: 'solution'\n"
+    assert examine(tmp_path, HEAD + line).outcome == "reward_fn_failed"
+
+
+def test_an_exception_pasted_above_its_cut_traceback_gets_that_tracebacks_frames(tmp_path):
+    # verl-project/verl#6256: the KeyError first, then vLLM's worker traceback cut before its own end
+    log = ("KeyError: 'embed_tokens.weight'\n\nWorkerProc hit an exception.\n"
+           "Traceback (most recent call last):\n"
+           '  File "vllm/v1/executor/multiproc_executor.py", line 858, in worker_busy_loop\n'
+           "    output = func(*args, **kwargs)\n"
+           '  File "verl/workers/rollout/vllm_rollout/utils.py", line 256, in update_weights_from_ipc\n'
+           "    self._update_weights(weights, peft_config=peft_config, base_sync_done=base_sync_done)\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "weight_name_refused"
+    assert obs.evidence["line"]["where"].endswith("job.log:1")
+
+
+def test_hydras_short_report_of_a_refused_override_ends_the_job(tmp_path):
+    # verl-project/verl#4262, as Hydra prints it without HYDRA_FULL_ERROR=1
+    log = ("Could not override 'actor_rollout_ref.rollout.n'.\n"
+           "To append to your config use +actor_rollout_ref.rollout.n=8\n"
+           "Key 'n' is not in struct\n"
+           "    full_key: actor_rollout_ref.rollout.n\n"
+           "    object_type=dict\n\n"
+           "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error"
+    assert "Could not override 'actor_rollout_ref.rollout.n'." in obs.summary

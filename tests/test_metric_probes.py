@@ -927,3 +927,50 @@ def test_a_nan_on_the_last_record_alone_is_not_said_to_never_recover(tmp_path):
     obs = NonfiniteOnset().examine(open_run(str(tmp_path)))
     assert obs.outcome == "persistent" and obs.evidence["last_record_only"] is True
     assert "never recovers" not in obs.summary and "no later record shows" in obs.summary
+
+
+def test_fewest_samples_a_whole_number_mean_can_come_from():
+    from probes.reward_signal import fewest_samples
+
+    assert fewest_samples(21 / 128) == 128  # a truncation share of 21 in 128
+    assert fewest_samples(1029955 / 256) == 256  # 4023.29296875 tokens on average
+    assert fewest_samples(1 / 3) == 3 and fewest_samples(0.5) == 2
+    assert fewest_samples(4023.0) == 1 and fewest_samples(0.0) == 1  # a whole mean says nothing
+    assert fewest_samples(float("nan")) == 1 and fewest_samples(-0.25) == 1
+
+
+# THUDM/slime#1527 as pasted: Qwen3-30B-A3B with GSPO, "both the training rewards and AIME24 evaluation
+# scores remain consistently at 0 ... from the very first rollout"; no arguments in the paste
+SLIME_1527 = ("rollout 0: {'rollout/response_lengths': 4023.29296875, 'rollout/rewards': 0.0, 'rollout/truncated': "
+              "0.1640625, 'rollout/rollout_log_probs': -0.21898368746042252, 'rollout/raw_reward': 0.0, "
+              "'rollout/total_lengths': 4176.83984375, 'rollout/ref_log_probs': -0.22009427845478058, "
+              "'rollout/log_probs': -0.22009427845478058, 'rollout/advantages': 0.0, 'rollout/returns': 0.0}\n")
+
+
+def test_one_all_zero_rollout_is_decisive_when_its_own_means_show_enough_samples(tmp_path):
+    (tmp_path / "job.log").write_text(SLIME_1527, encoding="utf-8")
+    obs = examine(RewardSignal(), open_run(str(tmp_path)))
+    assert obs.outcome == "constant_zero"
+    assert obs.evidence["reward"]["samples_per_record"] == 256  # the mean lengths' denominator
+    assert "at least 256 samples" in obs.summary
+
+
+def test_one_all_zero_rollout_whose_means_are_whole_numbers_decides_nothing(tmp_path):
+    text = SLIME_1527.replace("4023.29296875", "4023.0").replace("4176.83984375", "4176.0").replace(
+        "'rollout/truncated': 0.1640625", "'rollout/truncated': 0.0")
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    with pytest.raises(Unavailable):
+        RewardSignal().examine(open_run(str(tmp_path)))
+
+
+def test_a_printed_trainer_dict_is_no_first_update(tmp_path):
+    # huggingface/trl#5312: one record the Trainer printed at `'epoch': 10.0`; its place in the paste is not its step
+    from probes.policy_drift import PolicyDrift
+
+    (tmp_path / "job.log").write_text(
+        "{'loss': 0.0, 'grad_norm': 4.9e-06, 'learning_rate': 1e-06, 'completions/mean_length': 52.75, "
+        "'reward': 0.0066, 'reward_std': 0.0061, 'sampling/sampling_logp_difference/mean': 0.8090547323226929, "
+        "'sampling/importance_sampling_ratio/min': 3.197867121484542e-21, 'entropy': 2.14, 'epoch': 10.0}\n",
+        encoding="utf-8")
+    obs = examine(PolicyDrift(), open_run(str(tmp_path)))
+    assert "first update" not in obs.summary and "first_update" not in obs.evidence

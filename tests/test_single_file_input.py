@@ -203,6 +203,20 @@ def test_a_sigkill_nothing_explains_leaves_host_memory_and_the_scheduler_open(mo
     assert not ruled_out & {"host.ram_exhausted", "sched.time_limit"}
 
 
+def test_a_sigterm_nothing_explains_leaves_host_memory_and_the_scheduler_open(monkeypatch, capsys):
+    # modelscope/ms-swift#8193: the host's RAM ran out while the model was saved and the system sent SIGTERM;
+    # nothing in the paste says who sent it
+    report = _inconclusive(monkeypatch, capsys, (
+        b"Val: 100%|##########| 9/9 [09:26<00:00, 62.92s/it]\n"
+        b"W0304 01:00:36.891000 3535919 site-packages/torch/distributed/elastic/agent/server/api.py:725] Received "
+        b"Signals.SIGTERM death signal, shutting down workers\n"
+        b"W0304 01:00:37.092000 3535919 site-packages/torch/distributed/elastic/multiprocessing/api.py:908] Sending "
+        b"process 3536001 closing signal SIGTERM\n"))
+    assert report["path"][1]["outcome"] == "terminated"
+    assert {c["id"] for c in report["candidates"]} == {"host.ram_exhausted", "sched.time_limit"}
+    assert not {r["verdict"] for r in report["ruled_out"]} & {"host.ram_exhausted", "sched.time_limit"}
+
+
 def test_a_loopback_connect_timeout_makes_a_port_conflict_a_suspect_not_the_cause(monkeypatch, capsys):
     # the same words at the same port had two causes: a port held by another process (huggingface/trl#4538) and an
     # HTTP proxy (modelscope/ms-swift#5545)

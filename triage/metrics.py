@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # Where records come from, by MetricTable kind: a log grammar's kinds, trainer_state.json's
 # "hf", and the readers beyond the log.
-EXTERNAL_KINDS = ("tensorboard", "wandb", "jsonl", "table")
+EXTERNAL_KINDS = ("tensorboard", "wandb", "jsonl", "table", "wandb_summary")  # (the last: wandb_console.py)
 PASTED_TABLE = "table"  # triage/formats/pasted_table.py
 PASTED_RECORDS = "hf_paste"  # triage/formats/pasted_records.py
 SOURCE_OF_KIND = {
@@ -32,7 +32,7 @@ SOURCE_OF_KIND = {
     "verl": "log:verl_console", "hf_log": "log:hf_dict", "hf_log_eval": "log:hf_dict", "hf_log_summary": "log:hf_dict",
     "swift": "log:swift_json", "openrlhf": "log:tqdm_postfix", "hf": "trainer_state",
     "tensorboard": "tensorboard", "wandb": "wandb", "jsonl": "jsonl", "table": "log:pasted_table",
-    "hf_paste": "log:pasted_records",
+    "hf_paste": "log:pasted_records", "wandb_summary": "log:wandb_summary",
 }
 # kinds a framework cell's kind also stands for: the HF Trainer's printed dicts and the
 # log_history records a user pasted are the same records as trainer_state.json's, read when that
@@ -150,6 +150,9 @@ class Metrics:
                 from triage.formats.pasted_records import pasted_records
 
                 table.merge(pasted_records(run.pastes.values()))
+            from triage.formats.wandb_console import summary_records
+
+            table.merge(summary_records(run.pastes.values()))
         return cls(table)
 
     def records(self) -> dict[str, dict[str, object]]:

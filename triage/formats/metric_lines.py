@@ -129,6 +129,9 @@ def hf_record_role(values: dict[str, Any]) -> str:
 
 
 _HF_KINDS = {"eval": "hf_log_eval", "summary": "hf_log_summary", "train": "hf_log"}
+# Kinds whose records carry no step: the scan numbers them in print order (1, 2, …), which is not the
+# trainer's step (the Trainer logs every `logging_steps`, and a paste may start anywhere).
+ORDINAL_KINDS = frozenset(_HF_KINDS.values())
 
 
 def _hf_kind(values: dict[str, object]) -> str:

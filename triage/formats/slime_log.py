@@ -133,6 +133,11 @@ ERROR_WORDS: tuple[str, ...] = (
     "exceeds limit of", "已杀死",
     # TRL's batch refusal and NeMo-RL's GPU count, printed without their exception type (_SPILLED)
     "must be evenly divisible", "Not enough GPUs available", "got an unexpected keyword argument",
+    "required positional argument",
+    # torch elastic's agent receiving a signal printed as its number (`Received 15 death signal`, _SPILLED)
+    "death signal",
+    # Hydra's and OmegaConf's short report of an override the config does not take (_SPILLED)
+    "Could not override '", "is not in struct", "have been bound already",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -165,9 +170,21 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     # a constructor's refusal pasted without `TypeError:` (dongyh20/Insight-V#6: `DPOTrainer.__init__() got an
     # unexpected keyword argument 'gamma'`)
     (b"got an unexpected keyword argument", _ERROR_MARK),
+    (b"required positional argument", _ERROR_MARK),  # (modelscope/ms-swift#3533: `CosineReward.__call__() missing …`)
     # torch's warning for a std / var over one element (aten ReduceOps.cpp: `std(): degrees of freedom is <= 0`):
     # a GRPO group of a single sample (FanqingM/MM-Eureka-V0#14, lzhxmu/CPPO#3)
     (b"degrees of freedom is <= 0", _OTHER_MARK),
+    # torch elastic's agent receiving a signal, the signal printed as its number in some versions
+    # (torch/distributed/elastic/agent/server/api.py: `Received 15 death signal, shutting down workers`)
+    (b"death signal", _ERROR_MARK),
+    # Hydra's short report of an override the config does not take, printed without an exception type unless
+    # HYDRA_FULL_ERROR=1 (hydra/_internal/config_loader_impl.py: `Could not override 'a.b.n'.`, then OmegaConf's
+    # `Key 'n' is not in struct`; verl-project/verl#4262, PRIME-RL/TTRL#24)
+    # Ascend HCCL's port taken (CANN error EJ0003: `Failed to bind the IP port. Reason: The IP address and port have
+    # been bound already.`, vllm-project/vllm-ascend#405), a line of torch_npu's multi-line RuntimeError
+    (b"have been bound already", _ERROR_MARK),
+    (b"Could not override '", _ERROR_MARK),
+    (b"is not in struct", _ERROR_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
@@ -376,6 +393,9 @@ _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s.*)?)?\s*$
 # `ray.e`, `run_ppo(config)`: volcengine/verl#2197, #2995, modelscope/ms-swift#3666).
 BARE_EXCEPTION = re.compile(
     r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Iteration|Warning|Group)(?:\([\w.]+\))?")
+
+# an exception line with its message, the type named like an exception (`RuntimeError: …`)
+_TYPED_EXCEPTION = re.compile(BARE_EXCEPTION.pattern + r": \S")
 
 
 def exception_line(text: str) -> bool:
@@ -1400,8 +1420,13 @@ class _FileScan:
                     tb.frame_indent = len(msg) - len(msg.lstrip())
                 tb.add_frame(stripped)
                 return True
-            if len(msg) - len(msg.lstrip()) >= tb.frame_indent or not exception_line(stripped) or line.fmt is not None:
+            shifted = tb.frame_indent == 0 and _TYPED_EXCEPTION.match(stripped)
+            if (len(msg) - len(msg.lstrip()) >= tb.frame_indent and not shifted) \
+                    or not exception_line(stripped) or line.fmt is not None:
                 return True  # a code line or a caret marker: part of the traceback, not a log message
+            # (under frames that lost their indentation, an exception named like one, with its message, is the
+            # exception line even indented: verl-project/verl#7610, the frame at 0 spaces, its code at 6, the
+            # exception at 2; a code line is never `SomeError: words`)
             # less indented than the frames: the exception line of a traceback pasted with every line
             # shifted (verl-project/verl#4676: frames at 3 spaces, the exception at 1)
             self._close_traceback(key, stripped)

@@ -95,13 +95,18 @@ _RAY_WRAP = re.compile(r"^(?:ray\.exceptions\.)?(?P<kind>RayTaskError|RayActorEr
 _RAY_HEADER = re.compile(
     r"ray::(?P<actor>[\w.-]+?)(?:\.(?P<method>[\w<>]+))?\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[^,)\s]+)"
 )
+# `Type: message`, the type named like an exception, outside a traceback (`TracebackReader.loose`)
+_TYPED_EXCEPTION = re.compile(r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)): (?P<msg>\S.*)$")
+_RAY_TASK_NAME = re.compile(r"ray::[\w.]+\(\)$")
+LOOSE_REACH = 8  # lines from a loose exception line to the cause line that ties it to a chain
 _CAUSE = "The above exception was the direct cause of the following exception:"
 _CONTEXT = "During handling of the above exception, another exception occurred:"
 # What starts a traceback: its header, Ray's wrapper, or (in a paste cut above its header, or
 # printed under a header another tool reworded) a frame line itself.
 # (`", line ` also: a frame line a paste cut before its `File "`)
 _HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"Current thread",
-        b"Exception ignored ")
+        b"Exception ignored ", b"exception was the direct cause", b"another exception occurred")
+_HOT_LINKS = 7  # the markers from here on are a chain's cause and context lines
 # Python's faulthandler after a fatal signal or abort: `Fatal Python error: Aborted`, then the crashing
 # thread's stack, most recent call first, frames without the comma (`  File "x.py", line 169 in resume`)
 # (cpython Python/traceback.c dump_traceback; fzyzcjy/torch_memory_saver#87, THUDM/slime#1886)
@@ -379,12 +384,14 @@ class _Open:
         self.ignored = False  # under `Exception ignored in: <…>`: an error the process reported and went on from
         self.head: tuple[str, str] | None = None  # the logger record its lines are printed in (vLLM's level, file:line)
         self.frame_indent = 2  # Python's; a paste shifted as a whole shifts the exception line with it
+        self.code_indent: int | None = None  # the indentation of the code line just read under a frame
 
     def add_frame(self, frame: Frame) -> None:
         if len(self.frames) >= MAX_FRAMES:
             del self.frames[20]  # keep the outermost 20 and the innermost ones
             self.dropped_frames += 1
         self.frames.append(frame)
+        self.code_indent = None
 
     def close_block(self, type_: str | None, message: str, line_no: int) -> None:
         self.blocks.append(Block(type_, message, tuple(self.frames), line_no, self.link, self.remote))
@@ -409,6 +416,9 @@ class TracebackReader:
         self.fatal: tuple[int, str] | None = None  # the last `Fatal Python error: …` (line, message)
         self.ignored_at: dict[tuple[str | None, int | None, int | None], int] = {}  # `Exception ignored …` lines
         self.final_records: dict[str, tuple[int | None, int | None]] = {}  # per file: the last step and rollout
+        # per process: the last exception line seen outside any traceback (line, type, message), the first block
+        # of a chain whose own frames the paste left out when Python's cause or context line follows it
+        self.loose: dict[tuple[str | None, int | None, int | None], tuple[int, str, str]] = {}
 
     # -- files ------------------------------------------------------------------------
 
@@ -417,6 +427,7 @@ class TracebackReader:
         self.path = str(path)
         self.step = self.rollout = None
         self.ignored_at.clear()
+        self.loose.clear()
         with _open(path) as fh:
             line_no = 0
             rest = b""
@@ -445,19 +456,26 @@ class TracebackReader:
         # only once the reading passed it, so a marker the stretch does not hold is not searched for
         # again at every traceback
         nxt = [-2] * len(_HOT)
+        until = 0  # lines before this offset are read one by one (the lines above a chain's cause line)
         while pos < end:
-            if not self.open:
-                hot = -1
+            if not self.open and pos >= until:
+                hot, hot_k = -1, -1
                 for k, marker in enumerate(_HOT):
                     i = nxt[k]
                     if i != -1 and i < pos:
                         i = nxt[k] = data.find(marker, pos, end)
                     if i >= 0 and (hot < 0 or i < hot):
-                        hot = i
+                        hot, hot_k = i, k
                 if hot < 0:
                     self._records(data, pos, end)
                     return line_no + data.count(b"\n", pos, end) + (1 if final and not data.endswith(b"\n") else 0)
                 start = data.rfind(b"\n", pos, hot) + 1
+                if hot_k >= _HOT_LINKS:  # a chain's cause or context line: its first exception may stand above
+                    until = start
+                    for _ in range(LOOSE_REACH):
+                        if start <= pos:
+                            break
+                        start = data.rfind(b"\n", pos, start - 1) + 1
                 if start > pos:
                     self._records(data, pos, start)
                     line_no += data.count(b"\n", pos, start)
@@ -525,6 +543,21 @@ class TracebackReader:
                 return
             if body.startswith("Exception ignored "):  # sys.unraisablehook's header (huggingface/open-r1#658)
                 self.ignored_at[key] = line_no
+                return
+            stripped = body.strip()
+            if stripped in (_CAUSE, _CONTEXT):
+                loose = self.loose.pop(key, None)
+                if loose is not None and line_no - loose[0] <= LOOSE_REACH:
+                    # a chain pasted from its first exception line, without that exception's traceback
+                    # (pettingllms-ai/PettingLLMs#8: `omegaconf.errors.ConfigAttributeError: …`, then the cause
+                    # line, then the wrapper's frames): that exception opens the chain
+                    tb = self.open[key] = _Open(loose[0], origin, self.step, self.rollout)
+                    tb.close_block(loose[1], loose[2], loose[0])
+                    tb.state, tb.pending_link = "after", "cause" if stripped == _CAUSE else "context"
+                    tb.last_line = line_no
+                return
+            if (m := _TYPED_EXCEPTION.match(stripped)) and split_line(text).fmt is None:
+                self.loose[key] = (line_no, m.group("type"), m.group("msg").strip())
                 return
             if "Traceback (most recent call last)" in body:
                 # `[ts TP0] Scheduler hit an exception: Traceback (most recent call last):` starts one too
@@ -606,7 +639,14 @@ class TracebackReader:
                     tb.frame_indent = indent
                 tb.add_frame(Frame(m.group("file"), int(m.group("line")), (m.group("fn") or "?").strip()))
                 return
-            if indent >= tb.frame_indent or not _exception_line(text.strip()):
+            exception = _exception_line(text.strip())
+            if exception and tb.code_indent is not None and indent < tb.code_indent:
+                pass  # less indented than the code line above it: the exception line of a paste whose frame
+                # lost its indentation and whose code kept it (verl-project/verl#7610: the frame at 0 spaces,
+                # its code at 6, the exception at 2); read below
+            elif indent >= tb.frame_indent or not exception:
+                if tb.frames and not _CARETS.match(text.strip()):
+                    tb.code_indent, tb.code_next = indent, False
                 return  # a code line or a `^^^^` marker
             # less indented than the frames: the exception line of a traceback pasted with every line
             # shifted (verl-project/verl#4676: frames at 3 spaces, the exception at 1); read below
@@ -673,6 +713,13 @@ class TracebackReader:
                 return
             if _RAY_HEADER.match(stripped):
                 tb.link, tb.remote, tb.state, tb.pending_link = tb.pending_link, _header_origin(stripped), "frames", None
+                return
+            if _RAY_TASK_NAME.match(stripped):  # `ray::train()`, the task's name without its process
+                tb.link, tb.state, tb.pending_link = tb.pending_link, "frames", None
+                return
+            if text[:1] in (" ", "\t") and _FRAME.match(text):  # the next traceback pasted without its header
+                tb.link, tb.state, tb.pending_link = tb.pending_link, "frames", None
+                self._in_block(key, tb, text, line_no, 1)
                 return
         if stripped == '"""':
             # multiprocessing's RemoteTraceback quotes the worker's traceback between triple quotes: the closing
