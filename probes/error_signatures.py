@@ -112,6 +112,13 @@ TEXT_KEY = 200
 FATAL_LINE = re.compile(
     # (`raise Exception(msg)` prints a bare `Exception: msg`: huggingface/trl#3587)
     r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?:\([^)]*\))?:"
+    # an exception class named otherwise, raised from a package's `errors` / `exceptions` module
+    # (`huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach …`, huggingface/kernels#553)
+    r"|^(?:[a-z_][\w]*\.)+(?:errors|exceptions)\.[A-Z]\w*: \S"
+    # c10's CUDA check as the first line of the error's message, the RuntimeError's type cut off or printed on the line
+    # above (c10/cuda/CUDAException.h: `CUDA error: {cudaGetErrorString}`; ROCm's hipified build: `HIP error: …`,
+    # sgl-project/sglang#24011)
+    r"|^(?:CUDA|HIP) error: \S"
     # an exception raised without a message prints its name alone (`assert x` -> `AssertionError`),
     # also below a traceback whose head the paste cut off (modelscope/ms-swift#4418: `[rank1]: AssertionError`)
     r"|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*$"

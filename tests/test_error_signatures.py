@@ -1554,3 +1554,19 @@ def test_hydras_short_report_of_a_refused_override_ends_the_job(tmp_path):
     obs = examine(tmp_path, log)
     assert obs.outcome == "other_error"
     assert "Could not override 'actor_rollout_ref.rollout.n'." in obs.summary
+
+
+def test_an_exception_from_a_packages_errors_module_ends_the_job_whatever_its_name(tmp_path):
+    # huggingface/kernels#553: the class name ends neither in Error nor in Exception
+    log = ("huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/"
+           "kernels-community/finegrained-fp8/refs: offline mode is enabled.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error" and "OfflineModeIsEnabled" in obs.summary
+
+
+def test_a_gpu_runtimes_own_error_line_ends_the_job(tmp_path):
+    # sgl-project/sglang#24011: ROCm's HIP error under the watchdog's line (a HIP runtime bug of ROCm <= 7.2.0)
+    log = ("Process group watchdog thread terminated with exception:\n"
+           "HIP error: operation not permitted on an event last recorded in a capturing stream\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error" and "HIP error: operation not permitted" in obs.summary

@@ -600,3 +600,12 @@ def test_pdshs_host_prefix_is_a_carrier():
     # a host name before anything but a rank's prefix is a message's own `word: `
     assert split_line("Error: something").text == "Error: something"
     assert split_line("worker-1: started").text == "worker-1: started"
+
+
+def test_nemos_logging_prefix_gives_the_level_and_time():
+    # NVIDIA/NeMo#7647 (nemo/utils/formatters/base.py's layout)
+    from triage.formats.slime_log import split_line
+
+    line = split_line("[NeMo W 2023-10-05 22:24:59 nemo_logging:393] megatron-core was not found.")
+    assert line.level == "WARNING" and line.text == "megatron-core was not found."
+    assert line.timestamp is not None and line.timestamp.startswith("2023-10-05")

@@ -293,6 +293,10 @@ _GLOG = re.compile(  # `[E0817 12:31:05.340716529 ProcessGroupNCCL.cpp:632] ` or
     r"|(?P<sev2>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]\s]+\]) ?"
 )
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+# NeMo's logging (nemo/utils/formatters/base.py: `[NeMo %(levelname)1.1s %(asctime)s %(module)s:%(lineno)d] `, the
+# time `%Y-%m-%d %H:%M:%S`): NeMo, NeMo-Aligner and the Megatron stacks built on them (NVIDIA/NeMo#7647)
+_NEMO_FMT = re.compile(r"\[NeMo (?P<level>[DIWEC]) (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) [\w.]+:\d+\] ?")
+_NEMO_LEVELS = {"D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "C": "CRITICAL"}
 _RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| (?P<where>[^\s|]+):\d+(?:\[[^\]]*\])? ?")
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
@@ -826,6 +830,10 @@ def split_line(raw: str) -> _Line:
         m = _HF_EXAMPLES_FMT.match(text) or _LLAMAFACTORY_FMT.match(text)
         if m:
             return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), None)
+    if first == "[" and text[1:6] == "NeMo ":
+        m = _NEMO_FMT.match(text)
+        if m:
+            return _Line(text[m.end():], source, _normal_ts(m.group("ts"), None), _NEMO_LEVELS[m.group("level")], None)
     if first == "[":
         m = _SLIME_FMT.match(text)
         if m:
