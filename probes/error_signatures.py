@@ -119,6 +119,10 @@ FATAL_LINE = re.compile(
     # above (c10/cuda/CUDAException.h: `CUDA error: {cudaGetErrorString}`; ROCm's hipified build: `HIP error: …`,
     # sgl-project/sglang#24011)
     r"|^(?:CUDA|HIP) error: \S"
+    # ProcessGroupNCCL's watchdog rethrowing the rank's own CUDA error, which ends the process
+    # (`Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was
+    # encountered`: vllm-project/vllm#6042, sgl-project/sglang#14193; the other ranks' timeouts are its cascade)
+    r"|watchdog thread terminated with exception: (?:CUDA|HIP) error: \S"
     # an exception raised without a message prints its name alone (`assert x` -> `AssertionError`),
     # also below a traceback whose head the paste cut off (modelscope/ms-swift#4418: `[rank1]: AssertionError`)
     r"|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*$"
@@ -855,7 +859,7 @@ _UNDEFINED_SYMBOL = re.compile(r"(?:(?P<library>/\S+\.so(?:\.[\w.]+)?): )?undefi
 _SYMBOL_LIBRARY = re.compile(r"_ZN(?:K|V|VK)?(3c10|2at|5torch)")
 _SYMBOL_NAMESPACES = {"3c10": "torch (c10)", "2at": "torch (ATen)", "5torch": "torch"}
 # a TRL trainer missing an attribute of transformers' Trainer: the pair is TRL and transformers
-_TRL_TRAINER = re.compile(r"'\w*Trainer' object has no attribute")
+_TRL_TRAINER = re.compile(r"'\w*Trainer' object has no attribute|\w+Trainer\.(?!__init__)\w+\(\) (?:takes \d|missing \d)")
 
 
 _SUMMARY = {

@@ -189,6 +189,18 @@ def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
     return ()
 
 
+def _with_message_rest(run: Run, oom: SignatureMatch) -> str:
+    """The OOM line with the rest of torch's message a paste put on the lines below it (the GPU's capacity:
+    skypilot-org/skypilot#10269, `Tried to allocate 3.84 GiB.` over `GPU 0 has a total capacity of 79.19 GiB …`)."""
+    text = run.pastes.get(str(oom.line.path))
+    if text is None:
+        return ""
+    lines = text.splitlines()
+    at = oom.line.line_no
+    rest = [line.strip() for line in lines[at:at + 3] if _OOM_MESSAGE_REST.search(line)]
+    return " ".join([oom.line.text, *rest]) if rest else ""
+
+
 MAX_FRAME_LINES = 200
 # torch's OOM message past its first sentence (c10/cuda/CUDACachingAllocator.cpp), when a paste puts it on lines of its own
 _OOM_MESSAGE_REST = re.compile(r"GPU \d+ has a total capacity|Including non-PyTorch memory|Of the allocated memory|"
@@ -397,7 +409,7 @@ def failed_allocation(run: Run) -> dict[str, Any] | None:
     """The first CUDA OOM's failed request and the GPU's capacity (GiB), with the phase it failed in."""
     ooms = sorted(scan(run.log).of_outcome("cuda_oom"), key=lambda m: m.order)
     for oom in ooms:
-        m = ALLOCATION.search(oom.line.text)
+        m = ALLOCATION.search(oom.line.text) or ALLOCATION.search(_with_message_rest(run, oom))
         if not m:
             continue
         frames = adjacent_frames(run, oom)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from triage.anomaly import evidence_number
 from triage.errors import Unavailable
-from triage.finding import Observation
+from triage.finding import UNSEEN_OUTCOMES, Observation
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.thresholds import threshold
@@ -206,4 +206,13 @@ class Step1Invariants(Probe):
             checked.append("KL = 0 (" + ", ".join(src.split(":", 1)[1] for src, _s, _v in r.kls) + ")")
         if magnitude is not None:
             checked.append(f"|log_probs| = {magnitude:.3g} per token")
+        # what the readings could not show: without rollout 0's log-probs, neither their size nor their gap to the
+        # reference (THUDM/slime#2073 pasted `step 0:` alone: its KL of 0 says nothing of the log-probs)
+        unseen = []
+        if magnitude is None:
+            unseen += ["logprob_extreme", "logprob_elevated"]
+        if gap is None and not r.kls:
+            unseen.append("kl_nonzero")
+        if unseen:
+            evidence[UNSEEN_OUTCOMES] = unseen
         return self.observe("hold", "The first-step invariants hold: " + "; ".join(checked) + ".", 0.8, **evidence)

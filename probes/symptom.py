@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from triage.errors import Unavailable
-from triage.finding import Observation
+from triage.finding import ALSO_SEEN_OUTCOMES, Observation
 from triage.formats.slime_log import LAST_TRY
 from triage.formats.tracebacks import Chain, went_on_after
 from triage.probe import Cost, Probe
@@ -223,6 +223,9 @@ class Symptom(Probe):
         summary = seen[chosen]["reason"]
         if order[1:]:
             summary += f" (also seen: {', '.join(o.replace('_', ' ') for o in order[1:])})"
+            # what was seen too is observed, not excluded: its causes are not ruled out by the branch taken
+            # (THUDM/slime#2073: a log-prob gap of 9.2 at step 0 beside the grad-norm spike it drives)
+            evidence[ALSO_SEEN_OUTCOMES] = order[1:]
         return self.observe(chosen, _sentence(summary), seen[chosen].get("confidence", 0.8), **evidence)
 
     # --- error exit, submission, hang --------------------------------------------------

@@ -949,6 +949,8 @@ def test_an_unlisted_error_in_vllms_log_format_still_ends_the_job(tmp_path):
 # names the file and the thread), and a line beside each that must not match: a log's own line, or the
 # neighbouring message of the same code.
 SOURCE_WORDINGS = [
+    # unslothai/unsloth#6385: the ModuleNotFoundError's message pasted without its type
+    ('version_mismatch', "No module named 'vllm.transformers_utils.tokenizer'\n"),
     # vllm-project/vllm-ascend#405: a line of torch_npu's HCCL RuntimeError, two jobs on one node
     ('engine_port_conflict', '[rank0]: EJ0003: [PID: 159] 2025-03-26-17:01:02.816.428 Failed to bind the IP port. Reason: '
      'The IP address and port have been bound already.\n'),
@@ -1570,3 +1572,29 @@ def test_a_gpu_runtimes_own_error_line_ends_the_job(tmp_path):
            "HIP error: operation not permitted on an event last recorded in a capturing stream\n")
     obs = examine(tmp_path, log)
     assert obs.outcome == "other_error" and "HIP error: operation not permitted" in obs.summary
+
+
+@pytest.mark.parametrize("line", [
+    "TypeError: XPOTrainer.training_step() takes 3 positional arguments but 4 were given\n",  # huggingface/trl#2247
+    "TypeError: DPOTrainer.log() takes 2 positional arguments but 3 were given\n",  # huggingface/trl#2445
+])
+def test_transformers_calling_a_trl_override_with_another_signature_is_a_version_mismatch(tmp_path, line):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "version_mismatch"
+    assert obs.evidence["packages"] == ["transformers", "trl"]
+
+
+def test_a_ranks_own_cuda_error_rethrown_by_its_watchdog_comes_before_the_others_timeouts(tmp_path):
+    # vllm-project/vllm#6042: "one process has illegal memory access. It dies, but the rest process is still in
+    # allreduce, and is waiting for it, causing the timeout problem" (c10's logging before torch 2.2)
+    log = ("[rank3]:[E ProcessGroupNCCL.cpp:1414] [PG 2 Rank 3] Process group watchdog thread terminated with "
+           "exception: CUDA error: an illegal memory access was encountered\n"
+           "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=158046, OpType=GATHER, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600033 "
+           "milliseconds before timing out.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error"
+    assert obs.evidence["line"]["where"].endswith("job.log:1") and "on rank3" in obs.summary
+    from triage.formats.slime_log import split_line
+
+    assert split_line(log.splitlines()[0]).level == "ERROR"

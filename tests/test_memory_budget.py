@@ -185,3 +185,15 @@ def test_failed_allocation_outside_the_logprob_pass_decides_nothing(tmp_path):
     )
     with pytest.raises(Unavailable):
         examine(logs_only_run(tmp_path, log))
+
+
+def test_an_oom_message_pasted_over_two_lines_still_names_the_gpus_size(tmp_path):
+    # skypilot-org/skypilot#10269 as pasted: the failed request on the OOM line, the GPU's capacity on the next
+    (tmp_path / "job.log").write_text(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.84 GiB.\n"
+        "GPU 0 has a total capacity of 79.19 GiB of which 3.79 GiB is free.\n"
+        "  ...\n"
+        '  File "slime/utils/ppo_utils.py", line 219, in vocab_parallel_softmax\n'
+        "    normalized_logits = logits.sub_(logits_max) if inplace else logits - logits_max\n", encoding="utf-8")
+    with pytest.raises(Unavailable, match=r"the failed allocation \(3.84 of 79.19 GiB\) is too small"):
+        MemoryBudget().examine(open_run(str(tmp_path)))

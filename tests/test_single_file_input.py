@@ -217,6 +217,23 @@ def test_a_sigterm_nothing_explains_leaves_host_memory_and_the_scheduler_open(mo
     assert not {r["verdict"] for r in report["ruled_out"]} & {"host.ram_exhausted", "sched.time_limit"}
 
 
+def test_what_a_check_could_not_see_or_saw_as_well_is_not_ruled_out(monkeypatch, capsys):
+    # THUDM/slime#2073 pasted `step 0:` alone: a grad-norm spike with a log-prob gap of 9.2 beside it (the user's
+    # own model bridge). The step-1 check read only the KL, which says nothing of the log-probs, and the gap is a
+    # symptom the walk saw too: neither rules out the weights or the train-inference mismatch.
+    report = _inconclusive(monkeypatch, capsys, (
+        b"step 0: {'train/loss': -1.0281801223754883e-06, 'train/pg_loss': -1.0281801223754883e-06, "
+        b"'train/entropy_loss': 5.39764404296875, 'train/pg_clipfrac': 0.0, 'train/ppo_kl': 0.0, "
+        b"'train/train_rollout_logprob_abs_diff': 9.247343063354492, 'train/grad_norm': 15310134.6350668, "
+        b"'train/lr-pg_0': 1e-06, 'train/step': 0}\n"))
+    step1 = next(f for f in report["path"] if f["probe"] == "step1_invariants")
+    assert step1["outcome"] == "hold" and step1["evidence"]["unseen_outcomes"] == ["logprob_extreme", "logprob_elevated"]
+    ruled_out = {r["verdict"] for r in report["ruled_out"]}
+    assert not ruled_out & {"weights.name_mapping", "weights.missing", "mismatch.train_inference"}
+    assert "weights.name_mapping" in [c["id"] for c in report["candidates"]]
+    assert report["path"][0]["evidence"]["also_seen_outcomes"] == ["policy_drift"]
+
+
 def test_a_loopback_connect_timeout_makes_a_port_conflict_a_suspect_not_the_cause(monkeypatch, capsys):
     # the same words at the same port had two causes: a port held by another process (huggingface/trl#4538) and an
     # HTTP proxy (modelscope/ms-swift#5545)

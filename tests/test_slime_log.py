@@ -609,3 +609,13 @@ def test_nemos_logging_prefix_gives_the_level_and_time():
     line = split_line("[NeMo W 2023-10-05 22:24:59 nemo_logging:393] megatron-core was not found.")
     assert line.level == "WARNING" and line.text == "megatron-core was not found."
     assert line.timestamp is not None and line.timestamp.startswith("2023-10-05")
+
+
+def test_ms_swifts_logging_prefix_gives_the_level():
+    # ms-swift's and modelscope's loggers (`[%(levelname)s:%(name)s] `): modelscope/ms-swift#1230, #3194
+    from triage.formats.slime_log import split_line
+
+    assert (split_line("[INFO:swift] Setting args.lazy_tokenize: False").text,
+            split_line("[INFO:swift] Setting args.lazy_tokenize: False").level) == ("Setting args.lazy_tokenize: False", "INFO")
+    assert split_line("[ERROR:modelscope] >> Error loading LLM-Research/xlam-function-calling-60k: 'grpo'").level == "ERROR"
+    assert split_line("[WARNING:swift] the dataset is small").level == "WARNING"

@@ -7,6 +7,9 @@ are the candidates. Each is scored by how much of its own evidence (its catalog
 findings that support it and the cheapest step that would confirm or rule it out: the
 command the missing check named, else the catalog's `confirm:`.
 
+A finding's `unseen_outcomes` (outcomes it could not have observed with what it had) open the verdicts
+behind them as a blocked check does.
+
 A finding the catalog lists under a verdict's `suspected_by:` opens that verdict as well,
 with the finding as its support: it points at the verdict without establishing it (a
 SIGKILL with nothing saying who sent it opens host memory and a scheduler's time limit).
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, Field
 
 from triage.catalog import HEALTHY, INCONCLUSIVE
-from triage.finding import ERROR, IMPLICIT_OUTCOMES, UNAVAILABLE, Finding
+from triage.finding import ERROR, IMPLICIT_OUTCOMES, UNAVAILABLE, Finding, unseen_outcomes
 from triage.graph import DecisionGraph, edge_tokens, evidence_alternatives
 
 MAX_CANDIDATES = 6
@@ -63,11 +66,12 @@ def rank_candidates(graph: DecisionGraph, findings: list[Finding], ruled_out: se
     observed = _observed(graph, findings)
     opened: dict[str, Finding] = {}  # candidate -> the nearest check before it that could not run
     for f in findings:
-        if f.outcome not in (UNAVAILABLE, ERROR):
+        still_open = unseen_outcomes(f.evidence)
+        if f.outcome not in (UNAVAILABLE, ERROR) and not still_open:
             continue
         node = graph.nodes[f.node]
         for outcome, target in node.edges.items():
-            if outcome in IMPLICIT_OUTCOMES:
+            if outcome in IMPLICIT_OUTCOMES or (f.outcome not in (UNAVAILABLE, ERROR) and outcome not in still_open):
                 continue
             # nearest first, then in the order the playbook lists the edges (the same on every run): six
             # candidates cut by catalog order dropped rollout.max_len_too_small, one step behind a truncation

@@ -9,6 +9,27 @@ from pydantic import BaseModel, ConfigDict, Field
 UNAVAILABLE = "unavailable"
 ERROR = "error"
 IMPLICIT_OUTCOMES = (UNAVAILABLE, ERROR)
+# Outcomes besides its own that a finding does not exclude, under two evidence keys. UNSEEN: those it could
+# not have observed with what it had (a step-1 check that read the KL but no log-probs says nothing of the
+# log-probs' size): the verdicts behind them stay candidates, as behind a check that could not run. ALSO_SEEN:
+# those it observed as well (the symptoms below the primary one): the verdicts behind them are not ruled out
+# by the branch the walk took.
+UNSEEN_OUTCOMES = "unseen_outcomes"
+ALSO_SEEN_OUTCOMES = "also_seen_outcomes"
+
+
+def _outcomes(evidence: dict[str, Any], key: str) -> frozenset[str]:
+    raw = evidence.get(key) or ()
+    return frozenset(o for o in raw if isinstance(o, str))
+
+
+def unseen_outcomes(evidence: dict[str, Any]) -> frozenset[str]:
+    return _outcomes(evidence, UNSEEN_OUTCOMES)
+
+
+def open_outcomes(evidence: dict[str, Any]) -> frozenset[str]:
+    """The outcomes a finding leaves open: unseen or seen as well."""
+    return _outcomes(evidence, UNSEEN_OUTCOMES) | _outcomes(evidence, ALSO_SEEN_OUTCOMES)
 
 
 class Missing(BaseModel):

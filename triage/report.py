@@ -39,7 +39,7 @@ from triage import __version__
 from triage.catalog import HEALTHY, INCONCLUSIVE
 from triage.coverage import Coverage, build_coverage, confidence_factor
 from triage.differential import Boost, Candidate, apply_boost, rank_candidates
-from triage.finding import ERROR, UNAVAILABLE, Finding, Missing
+from triage.finding import ERROR, UNAVAILABLE, Finding, Missing, open_outcomes
 from triage.graph import DecisionGraph, edge_tokens
 from triage.memory.models import ChangeSummary, History
 from triage.run.run import Run
@@ -145,8 +145,11 @@ def _ruled_out(graph: DecisionGraph, findings: list[Finding], verdict: str) -> l
             continue
         node = graph.nodes[f.node]
         taken = graph.verdicts_reachable_from(node.edges[f.outcome])
+        still_open = open_outcomes(f.evidence)
+        for outcome in still_open & node.edges.keys():  # (a verdict the finding leaves open stays open by every edge)
+            taken = taken | graph.verdicts_reachable_from(node.edges[outcome])
         for outcome, target in node.edges.items():
-            if outcome in (f.outcome, UNAVAILABLE, ERROR):
+            if outcome in (f.outcome, UNAVAILABLE, ERROR) or outcome in still_open:
                 continue
             for vid in sorted(graph.verdicts_reachable_from(target) - taken - seen):
                 seen.add(vid)

@@ -137,7 +137,7 @@ ERROR_WORDS: tuple[str, ...] = (
     # torch elastic's agent receiving a signal printed as its number (`Received 15 death signal`, _SPILLED)
     "death signal",
     # Hydra's and OmegaConf's short report of an override the config does not take (_SPILLED)
-    "Could not override '", "is not in struct", "have been bound already",
+    "Could not override '", "is not in struct", "have been bound already", "No module named '",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -183,6 +183,7 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     # Ascend HCCL's port taken (CANN error EJ0003: `Failed to bind the IP port. Reason: The IP address and port have
     # been bound already.`, vllm-project/vllm-ascend#405), a line of torch_npu's multi-line RuntimeError
     (b"have been bound already", _ERROR_MARK),
+    (b"No module named '", _ERROR_MARK),  # (a ModuleNotFoundError pasted without its type: unslothai/unsloth#6385)
     (b"Could not override '", _ERROR_MARK),
     (b"is not in struct", _ERROR_MARK),
 )
@@ -287,16 +288,21 @@ _SLIME_FMT = re.compile(_SLIME_HEAD)
 _FAST_SLIME = re.compile(f"(?:{_SRC})?{_SLIME_HEAD}")
 _BRACKET_TS = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] ?")
 _BRACKET_LEVEL = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
-_GLOG_START = re.compile(r"\[?[IWEF]\d{4} ")
+_GLOG_START = re.compile(r"\[?[IWEF](?:\d{4} | [\w.]+\.(?:cpp|cc|h|hpp):\d+\] )")
 _GLOG = re.compile(  # `[E0817 12:31:05.340716529 ProcessGroupNCCL.cpp:632] ` or `W0810 08:14:01.322000 4123 run.py:792] `
     r"(?:\[(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ [^\]]*\]"
-    r"|(?P<sev2>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]\s]+\]) ?"
+    r"|(?P<sev2>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]\s]+\]"
+    # c10's logging before torch 2.2, without a time (`[E ProcessGroupNCCL.cpp:1414] `, vllm-project/vllm#6042)
+    r"|\[(?P<sev3>[IWEF]) [\w.]+\.(?:cpp|cc|h|hpp):\d+\]) ?"
 )
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 # NeMo's logging (nemo/utils/formatters/base.py: `[NeMo %(levelname)1.1s %(asctime)s %(module)s:%(lineno)d] `, the
 # time `%Y-%m-%d %H:%M:%S`): NeMo, NeMo-Aligner and the Megatron stacks built on them (NVIDIA/NeMo#7647)
 _NEMO_FMT = re.compile(r"\[NeMo (?P<level>[DIWEC]) (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) [\w.]+:\d+\] ?")
 _NEMO_LEVELS = {"D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "C": "CRITICAL"}
+# ms-swift's and modelscope's loggers: `[%(levelname)s:%(name)s] ` (`[INFO:swift] `, modelscope/ms-swift#1230;
+# `[ERROR:modelscope] `, modelscope/ms-swift#3194)
+_SWIFT_FMT = re.compile(r"\[(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+\] ?")
 _RELAX_FMT = re.compile(_TS + r" \| (?P<level>[A-Z]+)\s*\| (?P<where>[^\s|]+):\d+(?:\[[^\]]*\])? ?")
 _RAY_FMT = re.compile(_TS + r"\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+:\d+ -- ")
 _PY_FMT = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
@@ -825,11 +831,16 @@ def split_line(raw: str) -> _Line:
     if first in "IWEF[" and _GLOG_START.match(text):
         m = _GLOG.match(text)
         if m:  # torch / NCCL C++ logging; its timestamps carry no year
-            return _Line(text[m.end():], source, None, _GLOG_LEVELS[m.group("sev") or m.group("sev2")], None)
+            return _Line(text[m.end():], source, None, _GLOG_LEVELS[m.group("sev") or m.group("sev2") or m.group("sev3")],
+                         None)
     if first == "[" and text[1:2] in "DIWEC" and ">> " in text[:64]:
         m = _HF_EXAMPLES_FMT.match(text) or _LLAMAFACTORY_FMT.match(text)
         if m:
             return _Line(text[m.end():], source, _normal_ts(m.group("ts"), m.group("ms")), m.group("level"), None)
+    if first == "[" and text[1:2] in "DIWEC" and ":" in text[5:11]:
+        m = _SWIFT_FMT.match(text)
+        if m:
+            return _Line(text[m.end():], source, None, m.group("level"), None)
     if first == "[" and text[1:6] == "NeMo ":
         m = _NEMO_FMT.match(text)
         if m:
