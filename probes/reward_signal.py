@@ -147,7 +147,7 @@ def samples_per_rollout(run: Run) -> int | None:
 # whose denominator is the number of samples, so the fewest-sample fraction that prints as the mean is a
 # lower bound on the samples the record covers.
 WHOLE_NUMBER_MEANS = ("rollout/response_lengths", "rollout/total_lengths", "rollout/truncated")
-_MEAN_TOL = 1e-9  # relative: float64 sums and divisions of a few thousand values stay far inside it
+_MEAN_TOL = threshold("reward.mean_fraction_tol")  # relative (triage/thresholds.yaml)
 
 
 def _simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
