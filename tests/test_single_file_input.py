@@ -346,3 +346,15 @@ def test_a_field_paste_gets_the_answer_its_thread_found(monkeypatch, capsys, nam
     report = json.loads(capsys.readouterr().out)
     assert report["root_cause"]["id"] == verdict
     assert _at(report, field) == value
+
+
+def test_a_paste_holding_only_a_shutdown_error_python_ignored_is_refused_saying_so(monkeypatch, capsys):
+    # vllm-project/vllm#8208: `Exception ignored in: <function LLMEngine.__del__ …>` at the interpreter's exit
+    _stdin(monkeypatch, b"Exception ignored in: <function LLMEngine.__del__ at 0x7f2ff66af060>\n"
+                        b"Traceback (most recent call last):\n"
+                        b'  File "/usr/local/lib/python3.10/site-packages/vllm/engine/llm_engine.py", line 492, in __del__\n'
+                        b"ImportError: sys.meta_path is None, Python is likely shutting down\n")
+    assert main(["run", "-", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing in the pasted fragment reads as a training run" in err
+    assert "Exception ignored in" in err and "triage-fragment" not in err

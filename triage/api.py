@@ -66,9 +66,14 @@ def triage_run(
     if not recognisable(run):
         files = ", ".join(str(p.relative_to(run.root)) if p.is_relative_to(run.root) else p.name
                           for p in run.artifacts.logs[:3])
-        raise BadInput(f"nothing in {run.root} reads as a training run: {files or 'no file'} held no metric record, "
-                       "argument, traceback, error line, timestamp or framework marker that the triage reads "
-                       "(expected a job log, trainer_state.json, dumps, checkpoints, TensorBoard / W&B files or a triage.yaml)")
+        ignored = any("Exception ignored in" in text for text in run.pastes.values()) if run.artifacts.logs else False
+        where = "the pasted fragment" if getattr(run, "is_fragment", False) else str(run.root)
+        raise BadInput(f"nothing in {where} reads as a training run: {files or 'no file'} held no metric record, "
+                       "argument, traceback, error line, timestamp or framework marker that the triage reads"
+                       + (" (its traceback is one Python reported under `Exception ignored in` and went on from, "
+                          "as at a clean shutdown)" if ignored else "")
+                       + " (expected a job log, trainer_state.json, dumps, checkpoints, TensorBoard / W&B files or a "
+                         "triage.yaml)")
     notes = []
     if run.status == "running":
         notes.append("the job is still running: triaged on what it has written so far")
