@@ -558,8 +558,8 @@ class TracebackReader:
                 return
             if (m := _TYPED_EXCEPTION.match(stripped)) and split_line(text).fmt is None:
                 self.loose[key] = (line_no, m.group("type"), m.group("msg").strip())
-                return
             if "Traceback (most recent call last)" in body:
+                self.loose.pop(key, None)
                 # `[ts TP0] Scheduler hit an exception: Traceback (most recent call last):` starts one too
                 if origin.rank is None and (r := _HEAD_RANK.search(text)):
                     origin = Origin(origin.actor, origin.pid, origin.ip, int(r.group(1) or r.group(2)))
