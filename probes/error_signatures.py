@@ -77,6 +77,7 @@ OUTCOMES = (
     "weight_update_refused",
     "reward_fn_failed",
     "port_unreachable",
+    "hf_config_mismatch",
     "other_error",
     "none",
 )
@@ -890,6 +891,7 @@ _SUMMARY = {
     "weight_name_refused": "the engine refused a parameter name the trainer sent in a weight update",
     "weight_update_refused": "the engine refused a tensor of a weight update and holds partly updated weights",
     "reward_fn_failed": "the reward function could not score a sample from what the sample carries",
+    "hf_config_mismatch": "the framework refused model arguments that differ from the checkpoint's HF config",
 }
 
 

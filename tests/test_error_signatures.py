@@ -949,6 +949,9 @@ def test_an_unlisted_error_in_vllms_log_format_still_ends_the_job(tmp_path):
 # names the file and the thread), and a line beside each that must not match: a log's own line, or the
 # neighbouring message of the same code.
 SOURCE_WORDINGS = [
+    # THUDM/slime#641: slime's start-up check of the model arguments against the checkpoint's config.json
+    ('hf_config_mismatch', "AssertionError: rope_theta in hf config 1000000.0 is not equal to rotary_base 10000, please "
+     "check the config.\n"),
     # unslothai/unsloth#6385: the ModuleNotFoundError's message pasted without its type
     ('version_mismatch', "No module named 'vllm.transformers_utils.tokenizer'\n"),
     # vllm-project/vllm-ascend#405: a line of torch_npu's HCCL RuntimeError, two jobs on one node

@@ -358,3 +358,13 @@ def test_a_paste_holding_only_a_shutdown_error_python_ignored_is_refused_saying_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nothing in the pasted fragment reads as a training run" in err
     assert "Exception ignored in" in err and "triage-fragment" not in err
+
+
+def test_slimes_own_check_of_the_arguments_against_the_hf_config_is_a_training_configuration_error(monkeypatch, capsys):
+    # THUDM/slime#641: fixed in the config
+    _stdin(monkeypatch, b"AssertionError: rope_theta in hf config 1000000.0 is not equal to rotary_base 10000, please "
+                        b"check the config.\n")
+    assert main(["run", "-", "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "config.training_error"
+    assert "rotary_base 10000" in report["path"][1]["summary"]
