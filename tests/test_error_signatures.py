@@ -1530,8 +1530,8 @@ def test_a_call_into_another_package_missing_a_required_argument_is_a_version_mi
                   "    _write_item(transforms, stream, data, write_item, storage_key, serialization_format)\n"
                   "TypeError: _write_item() missing 1 required positional argument: 'serialization_format'\n")
     assert examine(tmp_path, log).outcome == "version_mismatch"
-    # a reward function's own signature is the reward's (modelscope/ms-swift#3533, pasted without its type)
-    line = "CosineReward.__call__() missing 1 required positional argument: 'solution'\n"
+    # a reward function's own signature is the reward's (modelscope/ms-swift#3840)
+    line = "TypeError: CosineReward.__call__() missing 1 required positional argument: 'solution'\n"
     assert examine(tmp_path, HEAD + line).outcome == "reward_fn_failed"
 
 

@@ -133,11 +133,10 @@ ERROR_WORDS: tuple[str, ...] = (
     "exceeds limit of", "已杀死",
     # TRL's batch refusal and NeMo-RL's GPU count, printed without their exception type (_SPILLED)
     "must be evenly divisible", "Not enough GPUs available", "got an unexpected keyword argument",
-    "required positional argument",
-    # torch elastic's agent receiving a signal printed as its number (`Received 15 death signal`, _SPILLED)
-    "death signal",
+    # torch elastic's agent receiving SIGTERM printed as its number (`Received 15 death signal`, _SPILLED)
+    "15 death signal",
     # Hydra's and OmegaConf's short report of an override the config does not take (_SPILLED)
-    "Could not override '", "is not in struct", "have been bound already", "No module named '",
+    "Could not override '", "Failed to bind the IP port", "No module named '",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -170,22 +169,20 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     # a constructor's refusal pasted without `TypeError:` (dongyh20/Insight-V#6: `DPOTrainer.__init__() got an
     # unexpected keyword argument 'gamma'`)
     (b"got an unexpected keyword argument", _ERROR_MARK),
-    (b"required positional argument", _ERROR_MARK),  # (modelscope/ms-swift#3533: `CosineReward.__call__() missing …`)
     # torch's warning for a std / var over one element (aten ReduceOps.cpp: `std(): degrees of freedom is <= 0`):
     # a GRPO group of a single sample (FanqingM/MM-Eureka-V0#14, lzhxmu/CPPO#3)
     (b"degrees of freedom is <= 0", _OTHER_MARK),
-    # torch elastic's agent receiving a signal, the signal printed as its number in some versions
+    # torch elastic's agent receiving SIGTERM, printed as its number in some versions
     # (torch/distributed/elastic/agent/server/api.py: `Received 15 death signal, shutting down workers`)
-    (b"death signal", _ERROR_MARK),
+    (b"15 death signal", _ERROR_MARK),
     # Hydra's short report of an override the config does not take, printed without an exception type unless
     # HYDRA_FULL_ERROR=1 (hydra/_internal/config_loader_impl.py: `Could not override 'a.b.n'.`, then OmegaConf's
     # `Key 'n' is not in struct`; verl-project/verl#4262, PRIME-RL/TTRL#24)
     # Ascend HCCL's port taken (CANN error EJ0003: `Failed to bind the IP port. Reason: The IP address and port have
     # been bound already.`, vllm-project/vllm-ascend#405), a line of torch_npu's multi-line RuntimeError
-    (b"have been bound already", _ERROR_MARK),
+    (b"Failed to bind the IP port", _ERROR_MARK),
     (b"No module named '", _ERROR_MARK),  # (a ModuleNotFoundError pasted without its type: unslothai/unsloth#6385)
     (b"Could not override '", _ERROR_MARK),
-    (b"is not in struct", _ERROR_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
