@@ -42,6 +42,7 @@ import yaml
 from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.log_index import LogIndex, LogLine
+from triage.formats.slime_log import TYPED_EXCEPTION
 from triage.probe import Cost, Probe
 
 if TYPE_CHECKING:
@@ -532,7 +533,6 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
 # How far above a cut traceback an exception line a paste put first may stand (verl-project/verl#6256:
 # `KeyError: 'embed_tokens.weight'`, a blank line and vLLM's `WorkerProc hit an exception.` above it)
 EXCEPTION_ABOVE_LINES = 5
-_TYPED_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]+\))?: \S")
 
 
 def _exception_above(lines: dict[tuple[str, int], LogLine], nos: list[int], path: str, start: int,
@@ -543,7 +543,7 @@ def _exception_above(lines: dict[tuple[str, int], LogLine], nos: list[int], path
     i = bisect.bisect_left(nos, start) - 1
     while i >= 0 and start - nos[i] <= EXCEPTION_ABOVE_LINES:
         key = (path, nos[i])
-        if _TYPED_EXCEPTION.match(lines[key].text.strip()):
+        if TYPED_EXCEPTION.match(lines[key].text.strip()):
             return None if key in frames else key
         i -= 1
     return None

@@ -401,8 +401,11 @@ _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s.*)?)?\s*$
 BARE_EXCEPTION = re.compile(
     r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Iteration|Warning|Group)(?:\([\w.]+\))?")
 
-# an exception line with its message, the type named like an exception (`RuntimeError: …`)
-_TYPED_EXCEPTION = re.compile(BARE_EXCEPTION.pattern + r": \S")
+# an exception line with its message, the type named like an exception (`RuntimeError: …`; a warning's
+# `UserWarning: …` is not one): the question the traceback readers and the error scan ask of a line outside
+# or under a traceback's frames
+TYPED_EXCEPTION = re.compile(
+    r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]+\))?): (?P<msg>\S.*)$")
 
 
 def exception_line(text: str) -> bool:
@@ -1436,7 +1439,7 @@ class _FileScan:
                     tb.frame_indent = len(msg) - len(msg.lstrip())
                 tb.add_frame(stripped)
                 return True
-            shifted = tb.frame_indent == 0 and _TYPED_EXCEPTION.match(stripped)
+            shifted = tb.frame_indent == 0 and TYPED_EXCEPTION.match(stripped)
             if (len(msg) - len(msg.lstrip()) >= tb.frame_indent and not shifted) \
                     or not exception_line(stripped) or line.fmt is not None:
                 return True  # a code line or a caret marker: part of the traceback, not a log message

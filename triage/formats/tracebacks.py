@@ -37,6 +37,7 @@ from typing import BinaryIO
 from triage import safe_io
 from triage.formats.slime_log import (
     BARE_EXCEPTION,
+    TYPED_EXCEPTION,
     VLLM_FMT,
     split_line,
     strip_bracket_timestamp,
@@ -95,8 +96,6 @@ _RAY_WRAP = re.compile(r"^(?:ray\.exceptions\.)?(?P<kind>RayTaskError|RayActorEr
 _RAY_HEADER = re.compile(
     r"ray::(?P<actor>[\w.-]+?)(?:\.(?P<method>[\w<>]+))?\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[^,)\s]+)"
 )
-# `Type: message`, the type named like an exception, outside a traceback (`TracebackReader.loose`)
-_TYPED_EXCEPTION = re.compile(r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)): (?P<msg>\S.*)$")
 _RAY_TASK_NAME = re.compile(r"ray::[\w.]+\(\)$")
 LOOSE_REACH = 8  # lines from a loose exception line to the cause line that ties it to a chain
 _CAUSE = "The above exception was the direct cause of the following exception:"
@@ -556,7 +555,7 @@ class TracebackReader:
                     tb.state, tb.pending_link = "after", "cause" if stripped == _CAUSE else "context"
                     tb.last_line = line_no
                 return
-            if (m := _TYPED_EXCEPTION.match(stripped)) and split_line(text).fmt is None:
+            if (m := TYPED_EXCEPTION.match(stripped)) and split_line(text).fmt is None:
                 self.loose[key] = (line_no, m.group("type"), m.group("msg").strip())
             if "Traceback (most recent call last)" in body:
                 self.loose.pop(key, None)
