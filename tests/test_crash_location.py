@@ -372,6 +372,60 @@ def test_a_notebooks_traceback_is_read_with_its_frames(tmp_path, log):
                                            "trainer.py\", line 0, in train"))
 
 
+def _rich_traceback(tmp_path: Path, width: int, locals_: bool) -> str:
+    """A chained error raised in a verl reward module, drawn by rich's own traceback renderer (as typer and
+    other CLIs print it) at a terminal width."""
+    import importlib.util
+    import io
+
+    from rich.console import Console
+    from rich.traceback import Traceback
+
+    pkg = tmp_path / "env" / "site-packages" / "verl" / "utils" / "reward_score"
+    pkg.mkdir(parents=True)
+    (pkg / "gsm8k.py").write_text(
+        "def compute_score(solution_str, ground_truth):\n    return ground_truth['solution']\n\n"
+        "def reward(x):\n    try:\n        return compute_score('a', x)\n"
+        "    except KeyError as e:\n        raise ValueError('reward failed') from e\n")
+    spec = importlib.util.spec_from_file_location("gsm8k_rich", pkg / "gsm8k.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = io.StringIO()
+    try:
+        module.reward({})
+    except ValueError:
+        Console(width=width, file=out, color_system=None).print(Traceback(show_locals=locals_, width=width))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("width", "locals_"), [(120, False), (90, True), (45, False)],
+                         ids=["wide", "locals", "narrow-wrapped"])
+def test_a_rich_traceback_is_read_with_its_frames(tmp_path, width, locals_):
+    # rich's boxed format (Textualize/rich rich/traceback.py): frames as `PATH:LINE in FUNC` inside the box,
+    # wrapped at the box's width when narrow, nested `locals` boxes; the chain's first error decides
+    log = _rich_traceback(tmp_path, width, locals_)
+    assert "\u2771" in log and "Traceback (most recent call last)" in log
+    sig, obs = locate(tmp_path / "env", log)
+    assert obs.outcome == "located"
+    ev = obs.evidence
+    assert ev["exception"] == "KeyError: 'solution'"
+    assert ev["where"].endswith(f"job.log:{log.splitlines().index(chr(75) + 'eyError: ' + repr('solution')) + 1}")
+    assert ev["innermost_frame"].endswith('reward_score/gsm8k.py", line 2, in compute_score')
+    assert sig.outcome == "reward_fn_failed"
+
+
+def test_a_rich_traceback_without_frames_read_is_still_located(tmp_path):
+    # a box whose lines are code only (the frame lines cut off by the paste): the exception under it is
+    # still the error, with no frame made up
+    log = ("\u256d\u2500\u2500 Traceback (most recent call last) \u2500\u2500\u256e\n"
+           "\u2502 \u2771 11 \u2502   trainer.train()  \u2502\n"
+           "\u2570\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u2500\u256f\n"
+           "RuntimeError: CUDA driver initialization failed\n")
+    _, obs = locate(tmp_path, log)
+    assert obs.evidence["exception"] == "RuntimeError: CUDA driver initialization failed"
+    assert obs.evidence.get("innermost_frame") in (None, "")
+
+
 def test_a_notebook_traceback_cut_above_its_header_and_exception_is_not_refused(tmp_path, capsys):
     # unslothai/unsloth#4360: a VS Code notebook's frames (Windows paths, linked code markers), pasted
     # without header or exception: read as a traceback cut before its exception, not refused

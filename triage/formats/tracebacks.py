@@ -86,6 +86,17 @@ _IPY_FRAME = re.compile(
 _IPY_CODE = re.compile(r"^(?:-*> ?)?(?:\[\d+\]\([^)\s]*\)|\d+)(?:\s|$)|^\(\.\.\.\)|^-{20,}$|^\d+ frames$")
 _IPY_HEADER = re.compile(r"^[A-Za-z_][\w.]*\s{2,}Traceback \(most recent call last\)")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\([\w.]+\))?)(?::\s?(?P<msg>.*))?$")
+# rich's traceback (`rich.traceback`, installed by typer and many CLIs): the header drawn into a box's top
+# border, per frame a `PATH:LINE in FUNC` line inside the box over numbered code lines (`❱` marks the failing
+# one), nested `locals` boxes, `[... N frames hidden ...]`, then the exception line under the box. A frame line
+# longer than the box wraps: at its last space (`…/trainer.py:2 in` / `step`) or, a path with no space, at the
+# box's width (Textualize/rich rich/traceback.py _render_stack)
+_RICH_TOP = "─ Traceback (most recent call last) ─"
+_RICH_SIDES = "│┃|"
+_RICH_BOTTOM = "╰└┗"
+_RICH_FRAME = re.compile(r"^(?P<file>(?:/|~|\.{1,2}/|[A-Za-z]:\\|<)\S*?|\S+\.py):(?P<line>\d+) in (?P<fn>[\w<>.]+)$")
+_RICH_HEAD = re.compile(r"^(?:(?:/|~|\.{1,2}/|[A-Za-z]:\\|<)\S*|\S+:\d+(?: in)?)$")
+RICH_WRAP_LINES = 3  # lines a wrapped frame line may take beyond its first
 def _exception_line(text: str) -> re.Match[str] | None:
     """An exception line (`Type: message`), or a bare name when it is named like an exception."""
     m = _EXCEPTION.match(text)
@@ -384,6 +395,8 @@ class _Open:
         self.head: tuple[str, str] | None = None  # the logger record its lines are printed in (vLLM's level, file:line)
         self.frame_indent = 2  # Python's; a paste shifted as a whole shifts the exception line with it
         self.code_indent: int | None = None  # the indentation of the code line just read under a frame
+        self.rich = False  # rich's boxed format: frames inside `│ … │`, the exception under the box
+        self.rich_head: list[str] = []  # the parts of a boxed frame line wrapped at the box's width
 
     def add_frame(self, frame: Frame) -> None:
         if len(self.frames) >= MAX_FRAMES:
@@ -504,6 +517,9 @@ class TracebackReader:
 
     def feed(self, line_no: int, raw: str) -> None:
         text, origin, repeated = split_origin(raw)
+        rich = _RICH_TOP in text
+        if rich:
+            text = "Traceback (most recent call last):"
         key = (origin.actor, origin.pid, origin.rank)
         tb = self.open.get(key)
         if tb is None and key != (None, None, None) and (None, None, None) in self.open:
@@ -564,6 +580,7 @@ class TracebackReader:
                     origin = Origin(origin.actor, origin.pid, origin.ip, int(r.group(1) or r.group(2)))
                 self.open[key] = _Open(line_no, origin, self.step, self.rollout)
                 self.open[key].ipython = bool(_IPY_HEADER.match(body.strip()))
+                self.open[key].rich = rich
                 self.open[key].ignored = self.ignored_at.get(key) == line_no - 1
             elif (f := _FRAME.match(text) if text[:1] in (" ", "\t") else _BARE_FRAME.match(text)):
                 # a traceback whose header was cut off or reworded: its frames start it
@@ -584,6 +601,7 @@ class TracebackReader:
                 self._wrap(tb, body.strip(), line_no)
             return
         tb.last_line = line_no
+        tb.rich = tb.rich or rich
         if line_no - tb.start > MAX_CHAIN_LINES:
             self._close(key, cut=True)
             return
@@ -601,6 +619,8 @@ class TracebackReader:
 
     def _in_block(self, key: tuple, tb: _Open, text: str, line_no: int, repeated: int) -> None:
         if not text.strip():
+            return
+        if tb.rich and _rich_box_line(tb, text.strip()):
             return
         if tb.fault is not None:
             if f := _FAULT_FRAME.match(text):
@@ -797,6 +817,36 @@ class TracebackReader:
     def finish(self) -> None:
         for key in list(self.open):
             self._close(key, cut=True, at_end=True)
+
+
+def _rich_box_line(tb: _Open, stripped: str) -> bool:
+    """Read one line of rich's box: a frame line (whole, or the parts a narrow box wrapped) is kept; code
+    lines, nested boxes and borders are passed over. False for a line outside the box (the exception's)."""
+    if stripped[:1] in _RICH_BOTTOM:
+        tb.rich_head = []
+        return True
+    if stripped[:1] not in _RICH_SIDES:
+        return False
+    inner = stripped[1:]
+    if inner[-1:] in _RICH_SIDES:
+        inner = inner[:-1]
+    inner = inner.strip()
+    if tb.rich_head:
+        head = "".join(tb.rich_head)
+        for joined in (head + inner, head + " " + inner):
+            if m := _RICH_FRAME.match(joined):
+                tb.add_frame(Frame(m.group("file"), int(m.group("line")), m.group("fn")))
+                tb.rich_head = []
+                return True
+        if inner and len(tb.rich_head) <= RICH_WRAP_LINES and _RICH_HEAD.match(head + inner):
+            tb.rich_head.append(inner if not head.endswith(" in") else " " + inner)
+            return True
+        tb.rich_head = []
+    if m := _RICH_FRAME.match(inner):
+        tb.add_frame(Frame(m.group("file"), int(m.group("line")), m.group("fn")))
+    elif _RICH_HEAD.match(inner) and ("/" in inner or "\\" in inner or inner[:1] == "<"):
+        tb.rich_head = [inner]
+    return True
 
 
 def _ipython_frame(m: re.Match[str]) -> Frame:
