@@ -88,6 +88,10 @@ MEGATRON_FILE = re.compile(r"(?:^|[/\\])(?:megatron[/\\](?!core[/\\])\w+\.py$|pr
 # the HF Trainer's loop and the trainers built on it: transformers/trainer.py, trl/trainer/*, unsloth's compiled
 # trainers (unsloth_compiled_cache/UnslothGRPOTrainer.py): a single-process run's training code, no driver's
 # (huggingface/trl#3394, unslothai/unsloth#2354)
+# a framework's own module that drives the engine (slime's backends/sglang_utils/sglang_engine.py, verl's
+# workers/rollout/sglang_rollout/, OpenRLHF's trainer/ray/vllm_engine.py): the engine's side, where its
+# innermost frame is (THUDM/slime#1741: the engine actor's launch reading a ServerArgs field)
+ENGINE_FILE = re.compile(r"(?:^|[/\\])(?:sglang|vllm)_\w+(?:[/\\]|\.py$)")
 HF_TRAINER_FILE = re.compile(r"(?:^|[/\\])(?:transformers[/\\]trainer\.py$|trl[/\\]trainer[/\\]|Unsloth\w*Trainer\.py$)")
 
 
@@ -147,6 +151,8 @@ def component_of(chain: Chain) -> tuple[str, str]:
     if any(p in TRAIN_PACKAGES for p in packages) or any(TRAIN_FILE.search(f.file) for f in app[-3:]) \
             or any(MEGATRON_FILE.search(f.file) or HF_TRAINER_FILE.search(f.file) for f in frames):
         return "trainer", "training frames (Megatron / DeepSpeed / the HF Trainer / the trainer's files)"
+    if app and ENGINE_FILE.search(app[-1].file):
+        return "inference engine", f"frame {app[-1]} is the framework's engine code"
     if actor:  # a prefix none of the patterns knows: not the driver's, whose lines carry none
         return "unknown", f"printed by actor {actor}, which names no component the triage knows"
     return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"

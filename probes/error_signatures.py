@@ -172,6 +172,10 @@ FATAL_LINE = re.compile(
     # NCCL's init refusing two ranks on one GPU (init.cc: `Duplicate GPU detected : rank 1 and rank 0 both on
     # CUDA device 40`, ncclInvalidUsage)
     r"|NCCL WARN Cuda failure\b|NCCL WARN Duplicate GPU detected\b"
+    # NCCL's own call failing on this rank, named by its enum (torch >= 2.4: `NCCL error: …/NCCLUtils.hpp:268, NCCL
+    # version 2.22.3 ncclSystemError: System call (e.g. socket, malloc) or external library call failed …`,
+    # huggingface/trl#4737)
+    r"|\bnccl(?:SystemError|UnhandledCudaError|InternalError|InvalidUsage|InvalidArgument): \S"
     # torch's report of an NCCL call that failed on this rank (`NCCL error in: …NCCLUtils.hpp:268, unhandled
     # cuda error`, then NCCL's own name of the result: `ncclUnhandledCudaError: Call to CUDA function failed.`),
     # also when a caller logs it without the exception's type (SGLang's `Failed to initialize custom process

@@ -42,6 +42,7 @@ _WATCHDOG = re.compile(
     r"(?:" + _PG + r"|\[Rank (?P<rank>\d+)\])\s*Watchdog caught collective operation timeout: "
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>-?\d+), NumelOut=(?P<numel_out>-?\d+))?"
 )
+_CAUGHT = "Watchdog caught collective operation timeout"
 # the line after the report in torch >= 2.2 (ProcessGroupNCCL.cpp, watchdogHandler): its group, rank and work
 _DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
 
@@ -109,10 +110,17 @@ class WatchdogReports(Probe):
         shared = {key: rs for key, rs in by_work.items() if len({r.rank for r in rs}) >= 2}
         if not shared:
             ranks = sorted({r.who() for r in reports})
+            if ranks:
+                seen = f" (reports from {', '.join(ranks)})"
+            elif any(_CAUGHT in line.text for line in run.log.errors):
+                # a report whose work is cut off or elided (`WorkNCCL(..., OpType=ALLREDUCE …)`, a paste's `...`): the
+                # report is there, its sequence number is not
+                seen = " (the log's watchdog reports do not name their work's sequence number)"
+            else:
+                seen = " (no watchdog report in the log)"
             raise Unavailable(
                 "log",
-                "no two ranks' NCCL watchdog reports name the same work of one process group"
-                + (f" (reports from {', '.join(ranks)})" if ranks else " (no watchdog report in the log)"),
+                "no two ranks' NCCL watchdog reports name the same work of one process group" + seen,
                 "keep every rank's log (each rank's watchdog names the collective it waited on), or the "
                 "flight-recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1)",
             )

@@ -996,3 +996,21 @@ def test_a_worker_traceback_quoted_by_multiprocessing_ends_at_its_closing_quotes
     _sig, obs = locate(tmp_path, log)
     assert obs.evidence["exception"] == "ValueError: boom happened"
     assert obs.evidence["where"].endswith("job.log:8")
+
+
+def test_a_headless_traceback_trimmed_unevenly_is_one_traceback_of_the_engine(tmp_path):
+    # THUDM/slime#1741: frames at 0 and 1 spaces, their code lines at 1 and 0; the innermost frame is slime's
+    # module that launches the SGLang engine
+    log = ('File "/code/slime/backends/sglang_utils/sglang_engine.py", line 164, in init\n'
+           ' self._init_normal(server_args_dict)\n'
+           ' File "/code/slime/backends/sglang_utils/sglang_engine.py", line 192, in _init_normal\n'
+           'self.process = launch_server_process(ServerArgs(**server_args_dict))\n'
+           'File "/code/slime/backends/sglang_utils/sglang_engine.py", line 54, in launch_server_process\n'
+           'if server_args.encoder_only:\n'
+           "AttributeError: 'ServerArgs' object has no attribute 'encoder_only\n")
+    _, obs = locate(tmp_path, log)
+    ev = obs.evidence
+    assert obs.outcome == "located"
+    assert ev["tracebacks"] == 1 and ev["distinct_errors"] == 1
+    assert ev["component"] == "inference engine"
+    assert ev["innermost_frame"].endswith('sglang_engine.py", line 54, in launch_server_process')

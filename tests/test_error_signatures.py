@@ -994,6 +994,23 @@ SOURCE_WORDINGS = [
     ('degenerate_groups', 'ValueError: GRPO requires at least 2 generations per prompt to calculate the advantages. You provided 1, which is less than the minimum required.\n'),  # trl_one_generation
     ('degenerate_groups', 'ValueError: num_generations must be greater than 1 for GRPO\n'),  # swift_one_generation
     ('sample_too_long', 'ValueError: The prompt (total length 25938) is too long to fit into the model (context length 4096). Make sure that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.\n'),  # vllm_prompt_too_long
+    # the twentieth sweep's wordings (each pattern's source names its thread)
+    ('killed', 'cli_demo.sh: line 5: 12989 Killed\n'),  # bash with the command cut off (hiyouga/LlamaFactory#2097)
+    ('host_oom_killed', 'slurmstepd: error: Detected 1 oom-kill event(s) in StepId=191.batch cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.\n'),
+    ('host_oom_killed', '  Warning  Evicted   3m   kubelet   The node had condition: [MemoryPressure].\n'),
+    ('host_oom_killed', 'Your session crashed after using all available RAM.\n'),  # Colab (unslothai/unsloth#1860)
+    ('gpu_fault', '               NVRM: fallen off the bus and is not responding to commands.\n'),  # NVIDIA/NVSentinel#155
+    ('gpu_fault', 'Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU\n'),
+    ('disk_full', 'build-0-classifier-56b4b9d9vkc4t   ds-ws   Evicted   node-03   Pod The node had condition: [DiskPressure]. \n'),
+    ('ref_load_missing', ">> '--exit-on-missing-checkpoint' set ... exiting. <<\n"),  # NVIDIA/Megatron-LM#1317
+    ('inductor_cache', '(VllmWorker rank=1 pid=191128) ERROR 05-28 18:58:32 [multiproc_executor.py:522] AssertionError: failed to get the hash of the compiled graph\n'),
+    ('version_mismatch', 'ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: you need flash_attn package version to be greater or equal than 2.1.0. Detected version 2.0.4. Please refer to the documentation of https://huggingface.co/docs/transformers/perf_infer_gpu_one#flashattention-2 to install Flash Attention 2.\n'),
+    ('version_mismatch', "AttributeError: 'GRPOEnvTrainer' object has no attribute 'llm'\n"),  # PrimeIntellect-ai/verifiers#50
+    ('version_mismatch', "TypeError: GRPOConfig.__init__() got an unexpected keyword argument 'top_p'\n"),  # unslothai/unsloth#2576
+    ('version_mismatch', "TypeError: Seq2SeqTrainingArguments.init() got an unexpected keyword argument \u2018evaluation_strategy\u2019\n"),
+    ('version_mismatch', "TypeError: AsyncLLMEngine.generate() got an unexpected keyword argument 'prompt'\n"),  # imoneoi/openchat#225
+    ('version_mismatch', "ModuleNotFoundError: No module named 'nemo'\n"),  # NVIDIA-NeMo/RL#801
+    ('weight_name_refused', "ValueError: There is no module or parameter named 'decoder' in Qwen3ForCausalLM\n"),  # verl#1757
 ]
 SOURCE_NEAR_MISSES = [
     ('port_unreachable', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (10.0.0.12, 29500).\n'),  # loopback_port_unserved: another node's address is the network
@@ -1035,6 +1052,17 @@ SOURCE_NEAR_MISSES = [
     ('sample_too_long', 'INFO The prompt (total length 1200) fits the model (context length 4096).\n'),  # vllm_prompt_too_long
     ('sample_too_long', 'WARNING 03-30 00:24:16 [api_server.py:88] Request rate exceeds limit of 100 per second\n'),  # a rate, not a prompt
     ('version_mismatch', "AttributeError: Can't get attribute 'Net' on <module '__main__' from '/home/u/train.py'>\n"),  # a script's own class
+    ('killed', 'train.sh: line 12: 4242 Done                    python3 train.py\n'),  # bash's report of a child that exited
+    ('host_oom_killed', 'slurmstepd: info: Detected 0 oom-kill event(s) checking StepId=191.batch\n'),  # no `in`: not a kill report
+    ('host_oom_killed', 'Your session is about to end: save your work.\n'),
+    ('gpu_fault', 'NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01\n'),
+    ('disk_full', '  Normal  NodeHasNoDiskPressure  3m  kubelet  Node node-03 status is now: NodeHasNoDiskPressure\n'),
+    ('ref_load_missing', "WARNING: could not find the metadata file /ckpt/latest_checkpointed_iteration.txt\n"),  # warns, goes on
+    ('inductor_cache', 'INFO 05-28 18:58:32 [backends.py:215] Compiling a graph for dynamic shape takes 21.3 s\n'),
+    ('version_mismatch', "ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: the package flash_attn seems to be not installed.\n"),
+    ('version_mismatch', "AttributeError: 'MyTrainer' object has no attribute 'llm'\n"),  # a user's own trainer, no TRL trainer in its name
+    ('version_mismatch', "TypeError: MyConfig.__init__() got an unexpected keyword argument 'top_p'\n"),
+    ('weight_name_refused', "ValueError: There is no module or parameter named 'lm_head' in Qwen3ForCausalLM\n"),  # an HF name
 ]
 
 
@@ -1601,3 +1629,12 @@ def test_a_ranks_own_cuda_error_rethrown_by_its_watchdog_comes_before_the_others
     from triage.formats.slime_log import split_line
 
     assert split_line(log.splitlines()[0]).level == "ERROR"
+
+
+def test_ncclss_own_failure_named_by_its_enum_is_the_ranks_error_not_an_aborted_collective(tmp_path):
+    # huggingface/trl#4737: torch >= 2.4 prints the enum after the location; a call's own failure on this rank
+    line = ('NCCL error: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, NCCL version 2.22.3 '
+            'ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n')
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "other_error", obs.summary
+    assert "ncclSystemError" in obs.summary

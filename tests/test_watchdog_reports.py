@@ -123,3 +123,16 @@ def test_a_reports_group_rank_is_told_apart_from_the_jobs_rank(tmp_path, capsys)
     sig = _step(report, "error_signatures")
     # the collector's timestamp is no prefix: Ray's names the node, torch's the job's rank
     assert sig["evidence"]["node"] == "train-worker-0" and sig["evidence"]["rank"] == 15
+
+
+def test_a_report_without_its_sequence_number_is_not_called_absent(tmp_path, capsys):
+    # alan-turing-institute/autocast#381: the report pasted with its work elided; the report is quoted, so the
+    # reason the reports were not compared must not say there is none
+    text = ("[Rank 0] Watchdog caught collective operation timeout:\n"
+            "  WorkNCCL(..., OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000)\n"
+            "  ran for 1800090 milliseconds before timing out.\n")
+    _rc, report = _triage(tmp_path, capsys, text)
+    step = _step(report, "watchdog_reports")
+    assert step["outcome"] == "unavailable"
+    assert "do not name their work's sequence number" in step["summary"]
+    assert "no watchdog report in the log" not in json.dumps(report)

@@ -657,6 +657,9 @@ class TracebackReader:
                 if not tb.frames:
                     tb.frame_indent = indent
                 tb.add_frame(Frame(m.group("file"), int(m.group("line")), (m.group("fn") or "?").strip()))
+                # its code line may have lost its indentation where the frame kept some (a paste whose lines
+                # were trimmed unevenly: THUDM/slime#1741)
+                tb.code_next = True
                 return
             exception = _exception_line(text.strip())
             if exception and tb.code_indent is not None and indent < tb.code_indent:
