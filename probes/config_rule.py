@@ -949,6 +949,18 @@ def _bytes(value: str, unit: str | None) -> float:
     return float(value) * _UNITS.get(unit or "B", 1)
 
 
+def _usage_totals(scan: PlacementScan, usage: dict[str, tuple[float, str]]) -> None:
+    """The totals of one `ray status` Usage: block. The block lists the resources the cluster has (Ray's
+    get_usage_report, python/ray/autoscaler/_private/util.py, prints the cluster's resource totals, and a
+    resource no node has is no key of them): a block with a CPU row and no GPU row is a cluster without
+    GPUs (real-stanford/scalingup#6: `0.0/20.0 CPU` and memory only, a GPU actor pending)."""
+    for res, (total, w) in usage.items():
+        if not _IGNORED.search(res):
+            scan.have(res, total, f"ray status, {w}", override=True)
+    if "CPU" in usage and "GPU" not in usage:
+        scan.have("GPU", 0.0, f"ray status, {usage['CPU'][1]} (its Usage: block has no GPU row)", override=True)
+
+
 def scan_placement(run: Run) -> PlacementScan:
     """Waiting resource requests and the cluster's resources, from the logs' heads, the manifest and slime's waits."""
     from triage.versions import head_lines
@@ -965,9 +977,7 @@ def scan_placement(run: Run) -> PlacementScan:
                     total = _bytes(m["total"], m["tu"]) if m["tu"] else float(m["total"])
                     usage[m["res"]] = (total, where)
                     continue
-                for res, (total, w) in usage.items():
-                    if not _IGNORED.search(res):
-                        scan.have(res, total, f"ray status, {w}", override=True)  # the latest `ray status` wins
+                _usage_totals(scan, usage)  # the latest `ray status` wins
                 usage = None
             if "Usage:" in line and _STATUS_USAGE_HEAD.match(line):
                 usage = {}
@@ -1017,9 +1027,7 @@ def scan_placement(run: Run) -> PlacementScan:
                 if m:
                     starts.append((where, {f["what"]: float(f["n"]) for f in _NUM_FLAG.finditer(m["rest"])}))
         if usage:
-            for res, (total, w) in usage.items():
-                if not _IGNORED.search(res):
-                    scan.have(res, total, f"ray status, {w}", override=True)
+            _usage_totals(scan, usage)
     if starts:
         for what, res in (("cpus", "CPU"), ("gpus", "GPU")):
             if all(what in flags for _, flags in starts):

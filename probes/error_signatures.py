@@ -132,6 +132,15 @@ FATAL_LINE = re.compile(
     # abseil's failure signal handler (Ray's workers install it): `*** SIGABRT received at time=1773825404 on cpu 49 ***`
     # (verl-project/verl#5659, after `Cannot load symbol cublasLtGetVersion`)
     r"|\*\*\* SIG[A-Z]+ received at time=\d+"
+    # glog's failure signal handler in its older form (`*** SIGABRT (@0x7fff6d9bf7fa) received by PID 2316 (TID …)`),
+    # libc++'s terminate handler (macOS: `libc++abi.dylib: terminating with uncaught exception of type …`), the Ray
+    # driver's report that its raylet died (`Raylet is terminated. Termination is unexpected. Possible reasons …`,
+    # ray-project/ray#60048) and a process that gives up on its GCS (`Failed to connect to GCS within 60 seconds. GCS
+    # may have been killed. … The program will terminate.`, ray-project/kuberay#3897); ray-project/ray#7724
+    r"|\*\*\* SIG[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"
+    r"|\bterminating with uncaught exception of type\b"
+    r"|\bRaylet is terminated\. Termination is unexpected\b"
+    r"|\bFailed to connect to GCS within \d+ seconds\. GCS may have been killed\b"
     r"|Segmentation fault"
     # the fatal-signal banner of PyTorch's and vLLM's native handlers (`!!!!!!! Segfault encountered
     # !!!!!!!`, then `File "<unknown>", line 0, in …` native frames: modelscope/ms-swift#8306)
@@ -176,6 +185,12 @@ FATAL_LINE = re.compile(
     # version 2.22.3 ncclSystemError: System call (e.g. socket, malloc) or external library call failed …`,
     # huggingface/trl#4737)
     r"|\bnccl(?:SystemError|UnhandledCudaError|InternalError|InvalidUsage|InvalidArgument): \S"
+    # Ascend's runtime (CANN) reporting a device error: its error-code banner (`EZ9999: Inner Error!`, `EE9999[PID: 43311]
+    # The error from device(chipId:1, …)`, the 9999 codes are the runtime's inner and device errors) and an ACL call
+    # failing with a 507xxx runtime code (`aclrtSynchronizeStream(stream) failed: 507015`); Ascend CANN's error-code
+    # reference; hw-native-sys/PTOAS#482, Ascend/pytorch#166, hw-native-sys/simpler#2395
+    r"|\bE[A-Z]9999(?:\[PID: \d+\])?:? "
+    r"|\baclrt\w+(?:\([^)]*\))? failed: 507\d{3}\b"
     # torch's report of an NCCL call that failed on this rank (`NCCL error in: …NCCLUtils.hpp:268, unhandled
     # cuda error`, then NCCL's own name of the result: `ncclUnhandledCudaError: Call to CUDA function failed.`),
     # also when a caller logs it without the exception's type (SGLang's `Failed to initialize custom process

@@ -613,3 +613,34 @@ def test_verls_mini_batch_must_fit_in_a_steps_prompts(tmp_path, dynamic, outcome
     assert obs.outcome == outcome, obs.summary
     if outcome == "violated":
         assert obs.evidence["arithmetic"] == ("data.train_batch_size 176 < actor_rollout_ref.actor.ppo_mini_batch_size 440")
+
+
+def test_a_ray_status_without_a_gpu_row_is_a_cluster_without_gpus(tmp_path, capsys):
+    # real-stanford/scalingup#6: `ray status` lists the resources the cluster has; a GPU actor pending on a
+    # cluster whose Usage: block has only CPU and memory rows can never be placed
+    log = ("(autoscaler +32s) Error: No available node types can fulfill resource request {'CPU': 1.0, 'GPU': 1.0}. "
+           "Add suitable node types to this cluster to resolve this issue.\n\n"
+           "Resources\n"
+           "Usage:\n"
+           " 0.0/20.0 CPU\n"
+           " 0B/6.32GiB memory\n"
+           " 412.90MiB/3.16GiB object_store_memory\n\n"
+           "Demands:\n"
+           " {'CPU': 1.0, 'GPU': 1.0}: 1+ pending tasks/actors\n")
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    from triage.cli import main
+
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "sched.insufficient_gpus"
+    assert "1 GPU > 0 GPU" in json.dumps(report)
+    assert "has no GPU row" in json.dumps(report)
+
+
+def test_a_ray_status_with_a_gpu_row_keeps_its_count(tmp_path):
+    # the same request on a cluster whose block lists its GPUs fits
+    log = ("(autoscaler +32s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "
+           "'GPU': 1.0}. This is likely due to all cluster resources being claimed by actors.\n"
+           "Usage:\n 0.0/20.0 CPU\n 1.0/2.0 GPU\n 0B/6.32GiB memory\n\n")
+    obs = rule("gpu_count", make_run(tmp_path, "", log=log))
+    assert obs.outcome != "violated"

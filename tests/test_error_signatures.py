@@ -1011,6 +1011,10 @@ SOURCE_WORDINGS = [
     ('version_mismatch', "TypeError: AsyncLLMEngine.generate() got an unexpected keyword argument 'prompt'\n"),  # imoneoi/openchat#225
     ('version_mismatch', "ModuleNotFoundError: No module named 'nemo'\n"),  # NVIDIA-NeMo/RL#801
     ('weight_name_refused', "ValueError: There is no module or parameter named 'decoder' in Qwen3ForCausalLM\n"),  # verl#1757
+    ('version_mismatch', "10/18 16:45:32 - mmengine - WARNING - WARNING: command error: ''Adafactor is already registered in "
+     "optimizer at torch.optim''!\n"),  # InternLM/xtuner#952
+    ('version_mismatch', "ImportError: cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' "
+     "(/usr/lib/python3/site-packages/torch/distributed/elastic/agent/server/api.py)\n"),
 ]
 SOURCE_NEAR_MISSES = [
     ('port_unreachable', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (10.0.0.12, 29500).\n'),  # loopback_port_unserved: another node's address is the network
@@ -1063,6 +1067,9 @@ SOURCE_NEAR_MISSES = [
     ('version_mismatch', "AttributeError: 'MyTrainer' object has no attribute 'llm'\n"),  # a user's own trainer, no TRL trainer in its name
     ('version_mismatch', "TypeError: MyConfig.__init__() got an unexpected keyword argument 'top_p'\n"),
     ('weight_name_refused', "ValueError: There is no module or parameter named 'lm_head' in Qwen3ForCausalLM\n"),  # an HF name
+    ('version_mismatch', "ImportError: cannot import name 'Net' from partially initialized module 'torch_models' (most likely "
+     "due to a circular import)\n"),
+    ('version_mismatch', "KeyError: 'qwen2'\n"),  # no AutoConfig frame: any dict's key
 ]
 
 
@@ -1638,3 +1645,71 @@ def test_ncclss_own_failure_named_by_its_enum_is_the_ranks_error_not_an_aborted_
     obs = examine(tmp_path, HEAD + line)
     assert obs.outcome == "other_error", obs.summary
     assert "ncclSystemError" in obs.summary
+
+
+AUTO_CONFIG_KEYERROR = """\
+Traceback (most recent call last):
+  File "/home/u/qwen/cli_demo.py", line 55, in main
+    config = transformers.AutoConfig.from_pretrained(
+  File "/home/u/env/lib/python3.11/site-packages/transformers/models/auto/configuration_auto.py", line 1022, in from_pretrained
+    config_class = CONFIG_MAPPING[config_dict["model_type"]]
+  File "/home/u/env/lib/python3.11/site-packages/transformers/models/auto/configuration_auto.py", line 723, in __getitem__
+    raise KeyError(key)
+KeyError: 'qwen2'
+"""
+
+
+def test_autoconfigs_bare_keyerror_for_a_model_type_is_a_transformers_older_than_the_model(tmp_path):
+    # QwenLM/Qwen3#434: transformers 4.32 raised KeyError from its config mapping where newer ones name the model type
+    obs = examine(tmp_path, HEAD + AUTO_CONFIG_KEYERROR)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["signature"] == "auto_config_model_type"
+
+
+def test_a_modules_missing_dunder_is_a_shadowing_directory_not_a_version(tmp_path):
+    # vllm-project/vllm-ascend#718: run from the source checkout, `import vllm` found a directory without the package
+    block = ("Traceback (most recent call last):\n"
+             '  File "/usr/local/python3.10/site-packages/vllm_ascend/utils.py", line 94, in vllm_version_is\n'
+             "    vllm_version = vllm.__version__\n"
+             "AttributeError: module 'vllm' has no attribute '__version__'\n")
+    assert examine(tmp_path, HEAD + block).outcome == "other_error"
+
+
+@pytest.mark.parametrize("line", [
+    "[ERROR] aclrtSynchronizeStream(stream) failed: 507015 (/tmp/runs/main.cpp:108)\n",  # hw-native-sys/PTOAS#482
+    "EE9999[PID: 43311] The error from device(chipId:1, dieId:0), serial number is 6.\n",  # Ascend/pytorch#166
+])
+def test_ascends_runtime_reporting_a_device_error_ends_the_job(tmp_path, line):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "other_error", obs.summary
+    assert line.strip()[:30] in obs.summary
+
+
+@pytest.mark.parametrize("line", [
+    "(raylet) Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user or "
+    "system OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other termination "
+    "signals. Last 20 lines of the Raylet logs:\n",  # ray-project/ray#60048
+    "[2025-06-30 03:00:01,000 E 1 1] gcs_rpc_client.h:196: Failed to connect to GCS within 60 seconds. GCS may have "
+    "been killed. It's either GCS is terminated by `ray stop` or is killed unexpectedly. The program will terminate.\n",
+    "libc++abi.dylib: terminating with uncaught exception of type boost::wrapexcept<boost::system::system_error>: "
+    "File name too long\n",  # ray-project/ray#7724
+    "*** SIGABRT (@0x7fff6d9bf7fa) received by PID 2316 (TID 0x1128b5dc0) stack trace: ***\n",
+])
+def test_a_native_process_ending_is_located(tmp_path, line):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "other_error", obs.summary
+
+
+def test_slurms_lines_inside_a_traceback_do_not_end_it(tmp_path):
+    # ray-project/ray#6978: srun reporting the task's exit between the frames of the traceback it reports
+    block = ("Traceback (most recent call last):\n"
+             '  File "/env/lib/python3.7/site-packages/ray/worker.py", line 494, in <module>\n'
+             "srun: error: bhc0007: task 0: Exited with exit code 1\n"
+             "    global_worker = Worker()\n"
+             "srun: Terminating job step 11420439.1\n"
+             '  File "/env/lib/python3.7/site-packages/ray/utils.py", line 274, in get_cuda_visible_devices\n'
+             '    return [int(i) for i in gpu_ids_str.split(",")]\n'
+             "ValueError: invalid literal for int() with base 10: 'NoDevFiles'\n")
+    obs = examine(tmp_path, HEAD + block)
+    assert obs.outcome == "other_error"
+    assert "NoDevFiles" in obs.summary and "srun" not in obs.summary

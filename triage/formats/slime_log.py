@@ -1445,6 +1445,9 @@ class _FileScan:
                 tb.add_frame(stripped.rstrip())
                 return True
             return False
+        if msg[:5] == "srun:" or msg[:11] == "slurmstepd:":
+            return False  # Slurm's launcher writing between a task's frames: its own line, the traceback goes on
+            # (ray-project/ray#6978; tracebacks.TracebackReader reads it alike)
         if msg[:1] in (" ", "\t") or msg.startswith('File "'):
             stripped = msg.strip()
             if stripped.startswith('File "'):

@@ -620,6 +620,11 @@ class TracebackReader:
     def _in_block(self, key: tuple, tb: _Open, text: str, line_no: int, repeated: int) -> None:
         if not text.strip():
             return
+        if text[:5] == "srun:" or text[:11] == "slurmstepd:":
+            # Slurm's launcher writing into the same terminal between a task's frames (ray-project/ray#6978:
+            # `srun: error: bhc0007: task 0: Exited with exit code 1` inside the traceback it reports): another
+            # process's line, not where the traceback ends
+            return
         if tb.rich and _rich_box_line(tb, text.strip()):
             return
         if tb.fault is not None:
