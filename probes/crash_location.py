@@ -78,7 +78,8 @@ TRAIN_ACTOR = re.compile(
     # (NeMo-RL's `DTensorPolicyWorker` / `MegatronPolicyWorker`, NVIDIA-NeMo/RL#621)
     r"RewardModel|Megatron|FSDP|DeepSpeed|Learner|PolicyWorker", re.I
 )
-TRAIN_PACKAGES = ("megatron.core", "megatron", "deepspeed", "transformer_engine", "apex", "accelerate")
+# (Megatron's FSDP, shipped apart as `megatron_fsdp`: NVIDIA-BioNeMo/bionemo-recipes#1399)
+TRAIN_PACKAGES = ("megatron.core", "megatron", "megatron_fsdp", "deepspeed", "transformer_engine", "apex", "accelerate")
 DRIVER_ACTOR = re.compile(r"RolloutManager|RolloutController|TaskRunner|Driver|Coordinator|Orchestrator", re.I)
 RAY_ACTOR = re.compile(r"^(?:raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)$")
 TRAIN_FILE = re.compile(r"(?:^|[/\\])(?:train(?:er|ing)?(?:_\w+)?|actor|loss|model|megatron_utils|fsdp_utils)[/\\.]", re.I)

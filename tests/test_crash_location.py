@@ -1014,3 +1014,32 @@ def test_a_headless_traceback_trimmed_unevenly_is_one_traceback_of_the_engine(tm
     assert ev["tracebacks"] == 1 and ev["distinct_errors"] == 1
     assert ev["component"] == "inference engine"
     assert ev["innermost_frame"].endswith('sglang_engine.py", line 54, in launch_server_process')
+
+
+@pytest.mark.parametrize("threads", ["one", "all"])
+def test_faulthandlers_stack_is_read_as_the_crash_frames(tmp_path, threads):
+    # Python's faulthandler writes the fatal signal's stack most recent call first, under `Stack (most recent call
+    # first):` when only the crashing thread is dumped (PeterGriffinJin/Search-R1#134: a vLLM worker's floating
+    # point exception) and `Current thread 0x… (most recent call first):` with every thread; the dump is made here
+    # by a real interpreter that crashes, behind Ray's actor prefix as a Ray worker prints it
+    import subprocess
+    import sys
+
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import ctypes, faulthandler, sys\n"
+        "faulthandler.enable(all_threads=sys.argv[1] == 'all')\n"
+        "def apply():\n    ctypes.string_at(0)\n"
+        "def forward():\n    apply()\n"
+        "forward()\n", encoding="utf-8")
+    dump = subprocess.run([sys.executable, str(script), threads], capture_output=True, text=True, timeout=60).stderr
+    assert ("Stack (most recent call first):" if threads == "one" else "Current thread 0x") in dump
+    log = "".join(f"(WorkerDict pid=358504) {line}\n" for line in dump.splitlines())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    _, obs = locate(run_dir, log)
+    ev = obs.evidence
+    assert ev["exception"].startswith("Fatal Python error: Segmentation fault")
+    assert ev["tracebacks"] == 1
+    assert ev["innermost_frame"].endswith("in string_at")
+    assert "in apply" in str(ev)

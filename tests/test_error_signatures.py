@@ -1005,7 +1005,6 @@ SOURCE_WORDINGS = [
     ('ref_load_missing', ">> '--exit-on-missing-checkpoint' set ... exiting. <<\n"),  # NVIDIA/Megatron-LM#1317
     ('inductor_cache', '(VllmWorker rank=1 pid=191128) ERROR 05-28 18:58:32 [multiproc_executor.py:522] AssertionError: failed to get the hash of the compiled graph\n'),
     ('version_mismatch', 'ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: you need flash_attn package version to be greater or equal than 2.1.0. Detected version 2.0.4. Please refer to the documentation of https://huggingface.co/docs/transformers/perf_infer_gpu_one#flashattention-2 to install Flash Attention 2.\n'),
-    ('version_mismatch', "AttributeError: 'GRPOEnvTrainer' object has no attribute 'llm'\n"),  # PrimeIntellect-ai/verifiers#50
     ('version_mismatch', "TypeError: GRPOConfig.__init__() got an unexpected keyword argument 'top_p'\n"),  # unslothai/unsloth#2576
     ('version_mismatch', "TypeError: Seq2SeqTrainingArguments.init() got an unexpected keyword argument \u2018evaluation_strategy\u2019\n"),
     ('version_mismatch', "TypeError: AsyncLLMEngine.generate() got an unexpected keyword argument 'prompt'\n"),  # imoneoi/openchat#225
@@ -1015,6 +1014,12 @@ SOURCE_WORDINGS = [
      "optimizer at torch.optim''!\n"),  # InternLM/xtuner#952
     ('version_mismatch', "ImportError: cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' "
      "(/usr/lib/python3/site-packages/torch/distributed/elastic/agent/server/api.py)\n"),
+    # NVIDIA/TransformerEngine#1684: dlopen's message wrapped after the extension's path
+    ('version_mismatch', "ImportError: /home/u/env/lib/python3.11/site-packages/transformer_engine/wheel_lib/"
+     "transformer_engine_torch.cpython-311-x86_64-linux-gnu.so: \n"),
+    # NVIDIA-NeMo/Megatron-Bridge#1646: the modelopt API changed between containers
+    ('version_mismatch', "AttributeError: module 'modelopt.torch.distill.plugins.megatron' has no attribute "
+     "'DistillationConfig'. Did you mean: 'load_distillation_config'?\n"),
 ]
 SOURCE_NEAR_MISSES = [
     ('port_unreachable', '[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while trying to connect to (10.0.0.12, 29500).\n'),  # loopback_port_unserved: another node's address is the network
@@ -1065,11 +1070,16 @@ SOURCE_NEAR_MISSES = [
     ('inductor_cache', 'INFO 05-28 18:58:32 [backends.py:215] Compiling a graph for dynamic shape takes 21.3 s\n'),
     ('version_mismatch', "ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: the package flash_attn seems to be not installed.\n"),
     ('version_mismatch', "AttributeError: 'MyTrainer' object has no attribute 'llm'\n"),  # a user's own trainer, no TRL trainer in its name
+    # a project's subclass of a TRL trainer missing an attribute of its own (Hui-design/Open-LLaVA-Video-R1#3; StarsfieldAI/R1-V#44,
+    # a pull request's own bug): no TRL release is named by it
+    ('version_mismatch', "AttributeError: 'LLaVAVideoGRPOTrainer' object has no attribute 'image_processor'\n"),
+    ('version_mismatch', "AttributeError: 'Qwen2VLGRPOVLLMTrainer' object has no attribute '_last_loaded_step'\n"),
     ('version_mismatch', "TypeError: MyConfig.__init__() got an unexpected keyword argument 'top_p'\n"),
     ('weight_name_refused', "ValueError: There is no module or parameter named 'lm_head' in Qwen3ForCausalLM\n"),  # an HF name
     ('version_mismatch', "ImportError: cannot import name 'Net' from partially initialized module 'torch_models' (most likely "
      "due to a circular import)\n"),
     ('version_mismatch', "KeyError: 'qwen2'\n"),  # no AutoConfig frame: any dict's key
+    ('version_mismatch', "ImportError: libfoo.so: cannot open shared object file: No such file or directory\n"),  # not cut
 ]
 
 

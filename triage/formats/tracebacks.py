@@ -114,14 +114,17 @@ _CONTEXT = "During handling of the above exception, another exception occurred:"
 # What starts a traceback: its header, Ray's wrapper, or (in a paste cut above its header, or
 # printed under a header another tool reworded) a frame line itself.
 # (`", line ` also: a frame line a paste cut before its `File "`)
-_HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"Current thread",
+_HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"(most recent call first)",
         b"Exception ignored ", b"exception was the direct cause", b"another exception occurred")
 _HOT_LINKS = 7  # the markers from here on are a chain's cause and context lines
 # Python's faulthandler after a fatal signal or abort: `Fatal Python error: Aborted`, then the crashing
 # thread's stack, most recent call first, frames without the comma (`  File "x.py", line 169 in resume`)
 # (cpython Python/traceback.c dump_traceback; fzyzcjy/torch_memory_saver#87, THUDM/slime#1886)
 _FATAL_PY = re.compile(r"Fatal Python error: (?P<msg>.*)$")
-_FAULT_HEADER = re.compile(r"^Current thread\b.*:\s*$")
+# (the crashing thread alone is dumped under `Stack (most recent call first):`, faulthandler's all_threads=False and
+# the form PeterGriffinJin/Search-R1#134's vLLM worker printed; every thread under `Current thread 0x… (most recent
+# call first):` and `Thread 0x…`)
+_FAULT_HEADER = re.compile(r"^(?:Current thread\b.*|Stack \(most recent call first\)):\s*$")
 _FAULT_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)\s*$')
 FAULT_REACH = 20  # lines between the fatal error and the stack faulthandler prints under it
 # step / rollout records: slime's `step 3: {`, `rollout 3: {`, verl's `step:3 - `, and the HF Trainer's
@@ -551,7 +554,7 @@ class TracebackReader:
             if "Fatal Python error: " in body and (f := _FATAL_PY.search(body)):
                 self.fatal = (line_no, f.group("msg").strip())
                 return
-            if body[:14] == "Current thread" and _FAULT_HEADER.match(body):
+            if body[:14] in ("Current thread", "Stack (most re") and _FAULT_HEADER.match(body):
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
                 fatal = self.fatal if self.fatal and line_no - self.fatal[0] <= FAULT_REACH else None
                 tb.fault = fatal or (line_no, "")
