@@ -506,6 +506,12 @@ def quote(line: LogLine) -> dict[str, Any]:
 # A note the user typed where they cut the paste (`... (many NCCL timeout errors from different
 # ranks) ...`, volcengine/verl#3873): between ellipses, it says what was left out, not what the job printed.
 _ELISION = re.compile(r"^\s*(?:\.{3,}|…)(?:.*(?:\.{3,}|…))?\s*$")
+# A user's words in CJK before the exception on the same line (`使用transformers==4.35.2时会报错：AttributeError: …`,
+# DLLXW/baby-llama2-chinese#45; `…会出现TypeError: PPOConfig.__init__() got …`, RethinkFun/trian_ppo#1): the line is
+# read from the exception on, as if the user had pasted it on a line of its own
+_CJK_PROSE_BEFORE = re.compile(
+    r"^(?P<prose>.*[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef][\s：:，,]*)"
+    r"(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b(?:\([^)]*\))?: \S)")
 
 
 def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int], tuple[str, ...]]]:
@@ -514,6 +520,8 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
     for line in [*log.errors, *log.notable]:
         if line.text[:1] in (".", "…", " ") and _ELISION.match(line.text):
             continue
+        if not line.text.isascii() and (m := _CJK_PROSE_BEFORE.match(line.text)):
+            line = dataclasses.replace(line, text=line.text[m.end("prose"):])
         lines.setdefault((line.path, line.line_no), line)
     # Match a traceback's final line to the error line it was also kept as (texts may be
     # capped at different lengths, so compare their starts).

@@ -1723,3 +1723,22 @@ def test_slurms_lines_inside_a_traceback_do_not_end_it(tmp_path):
     obs = examine(tmp_path, HEAD + block)
     assert obs.outcome == "other_error"
     assert "NoDevFiles" in obs.summary and "srun" not in obs.summary
+
+
+@pytest.mark.parametrize(("line", "outcome", "quoted"), [
+    # DLLXW/baby-llama2-chinese#45: the user's words, then the exception, on one line
+    ("使用transformers==4.35.2时会报错：AttributeError: 'ChatGLMTokenizer' object has no attribute 'tokenizer'、\n",
+     "other_error", "AttributeError: 'ChatGLMTokenizer' object has no attribute 'tokenizer'"),
+    # RethinkFun/trian_ppo#1: the same with no colon between them
+    ("train_ppo.py会出现TypeError: PPOConfig.__init__() got an unexpected keyword argument 'kl_penalty'，请问怎么修改？\n",
+     "version_mismatch", "TypeError: PPOConfig.__init__()"),
+])
+def test_an_exception_after_cjk_prose_on_its_line_is_read_from_the_exception_on(tmp_path, line, outcome, quoted):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == outcome, obs.summary
+    assert f"`{quoted}" in obs.summary
+
+
+def test_cjk_prose_without_an_exception_after_it_is_not_an_error(tmp_path):
+    obs = examine(tmp_path, HEAD + "训练过程中没有报错，但是 reward 一直是 0，请问 Error 在哪里？\n")
+    assert obs.outcome not in ("other_error", "version_mismatch")
