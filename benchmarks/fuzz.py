@@ -158,6 +158,22 @@ def huge_line(case: Case) -> None:
     case.note = f"{p.relative_to(case.run)} +{size >> 20} MB line"
 
 
+def regex_bait(case: Case) -> None:
+    """Lines of near-misses for the line readers' patterns, each as long as a line is read (4000 characters):
+    a CJK character before every `Error` (the prose-before-exception rule), rich's box sides around path-like
+    text, unclosed parentheses after an exception's type, frame starts that never end."""
+    logs = [p for p in files_of(case.run) if p.suffix in (".log", ".txt")] or [case.run / "job.log"]
+    p = case.rng.choice(logs)
+    unit = case.rng.choice(["\u4e2dError", "\u4e2dValueError(", "\u2502 /a/b.py:1 in", 'File "x", line 1, in ',
+                            "\u4e2d\uff1aa.b.", "Traceback (most recent call last) \u2500"])
+    line = (unit * (4000 // len(unit) + 1))[:4000]
+    count = case.rng.choice([200, 2000])
+    header = "\u256d\u2500 Traceback (most recent call last) \u2500\u256e\n" if case.rng.random() < 0.5 else ""
+    with open(p, "a", encoding="utf-8") as fh:
+        fh.write(header + (line + "\n") * count)
+    case.note = f"{p.relative_to(case.run)} +{count} lines of {unit!r}"
+
+
 def non_utf8(case: Case) -> None:
     files = text_files(case)
     if files:
@@ -419,7 +435,7 @@ def hostile_safetensors(case: Case) -> None:
 
 CLASSES: dict[str, Callable[[Case], None]] = {
     "truncate": truncate, "byte_flips": byte_flips, "random_binary": random_binary, "empty": empty,
-    "delete": delete, "huge_line": huge_line, "non_utf8": non_utf8, "ansi_only": ansi_only,
+    "delete": delete, "huge_line": huge_line, "regex_bait": regex_bait, "non_utf8": non_utf8, "ansi_only": ansi_only,
     "dir_file_swap": dir_file_swap, "symlink_loop": symlink_loop, "symlink_escape": symlink_escape,
     "fifo": fifo, "no_read_permission": no_read_permission, "deep_nesting": deep_nesting,
     "many_files": many_files, "sparse_log": sparse_log, "extreme_numbers": extreme_numbers,

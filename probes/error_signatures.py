@@ -511,7 +511,9 @@ _ELISION = re.compile(r"^\s*(?:\.{3,}|…)(?:.*(?:\.{3,}|…))?\s*$")
 # read from the exception on, as if the user had pasted it on a line of its own
 _CJK_PROSE_BEFORE = re.compile(
     r"^(?P<prose>.*[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef][\s：:，,]*)"
-    r"(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b(?:\([^)]*\))?: \S)")
+    # (ASCII classes and bounded names: `\w` takes CJK characters too, and a line of `中Error中Error…` would make
+    # every position's look-ahead run to the line's end)
+    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)\b(?:\([^)\n]{0,200}\))?: \S)")
 
 
 def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int], tuple[str, ...]]]:
