@@ -1043,3 +1043,25 @@ def test_faulthandlers_stack_is_read_as_the_crash_frames(tmp_path, threads):
     assert ev["tracebacks"] == 1
     assert ev["innermost_frame"].endswith("in string_at")
     assert "in apply" in str(ev)
+
+
+def test_ray_unhandled_errors_header_names_the_actor_that_raised(tmp_path):
+    # OpenRLHF/OpenRLHF#922's shape: Ray prints, in the process that held the task's result, a remote error no one
+    # waited for (`Unhandled error … ray::LLMRayActor.init_process_group() (pid=…, ip=…)`), its frames under the
+    # printer's own prefix (python/ray/_private/worker.py); the error is the remote actor's
+    p = "(ActorModelRayActor pid=700388) "
+    log = (f"{p}Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::LLMRayActor.init_process_group() "
+           "(pid=700386, ip=10.0.0.7, actor_id=fee8a2f8a218213cf461587c02000000, repr=<openrlhf.trainer.ray.vllm_engine."
+           "LLMRayActor object at 0x7f>)\n"
+           f"{p}^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+           f'{p}File "/env/lib/python3.12/site-packages/openrlhf/trainer/ray/vllm_engine.py", line 58, in init_process_group\n'
+           f"{p}return self.llm.collective_rpc(\n"
+           f'{p}File "/env/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 495, in collective_rpc\n'
+           f"{p}executor = self.llm_engine.model_executor\n"
+           f"{p}ValueError: a failure no signature lists\n")
+    _, obs = locate(tmp_path, log)
+    ev = obs.evidence
+    assert obs.outcome == "located"
+    assert ev["component"] == "inference engine"
+    assert ev["node"] == "10.0.0.7"
+    assert "LLMRayActor" in obs.summary and "ActorModelRayActor" not in obs.summary

@@ -117,6 +117,8 @@ _CONTEXT = "During handling of the above exception, another exception occurred:"
 _HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"(most recent call first)",
         b"Exception ignored ", b"exception was the direct cause", b"another exception occurred")
 _HOT_LINKS = 7  # the markers from here on are a chain's cause and context lines
+_HOT_FRAMES = (2, 3)  # the markers of a frame line (`File `, `", line `)
+RAY_UNHANDLED_REACH = 4  # lines from Ray's `Unhandled error … ray::A.m() (pid=…)` header to the first frame under it
 # Python's faulthandler after a fatal signal or abort: `Fatal Python error: Aborted`, then the crashing
 # thread's stack, most recent call first, frames without the comma (`  File "x.py", line 169 in resume`)
 # (cpython Python/traceback.c dump_traceback; fzyzcjy/torch_memory_saver#87, THUDM/slime#1886)
@@ -485,6 +487,17 @@ class TracebackReader:
                     self._records(data, pos, end)
                     return line_no + data.count(b"\n", pos, end) + (1 if final and not data.endswith(b"\n") else 0)
                 start = data.rfind(b"\n", pos, hot) + 1
+                if hot_k in _HOT_FRAMES and start > pos:
+                    # frames printed under Ray's `Unhandled error … ray::A.m() (pid=…)` a few lines above (its `^^^`
+                    # markers between): the header names the process that raised them
+                    above = start
+                    for _ in range(RAY_UNHANDLED_REACH):
+                        if above <= pos:
+                            break
+                        above = data.rfind(b"\n", pos, above - 1) + 1
+                        if data.find(b"Unhandled error (suppress with", above, start) >= 0:
+                            start = above
+                            break
                 if hot_k >= _HOT_LINKS:  # a chain's cause or context line: its first exception may stand above
                     until = start
                     for _ in range(LOOSE_REACH):
@@ -598,6 +611,13 @@ class TracebackReader:
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
                 tb.ipython = True
                 tb.add_frame(_ipython_frame(f))
+            elif "Unhandled error (suppress with" in body and (remote := _header_origin(body)) is not None:
+                # Ray's report, in the process that held the task's result, of a remote error no one waited for
+                # (`Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::LLMRayActor.init_process_group()
+                # (pid=700386, ip=…)`, python/ray/_private/worker.py): the frames and the exception that follow are that
+                # actor's, printed under the printer's prefix (OpenRLHF/OpenRLHF#922)
+                tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
+                tb.remote = remote
             elif (w := _RAY_WRAP.match(body.strip())) and w.group("kind") == "RayTaskError" and _RAY_HEADER.search(body):
                 # a wrapped remote error printed without the driver's own traceback
                 tb = self.open[key] = _Open(line_no, origin, self.step, self.rollout)
@@ -700,7 +720,8 @@ class TracebackReader:
             if not _exception_line(stripped):
                 return
         if stripped.startswith("Traceback (most recent call last)"):
-            tb.close_block(None, "", line_no - 1)  # the previous block was cut: a new one starts
+            if tb.frames or tb.blocks:
+                tb.close_block(None, "", line_no - 1)  # the previous block was cut: a new one starts
             return
         if _RAY_HEADER.match(stripped):
             tb.remote = _header_origin(stripped)
