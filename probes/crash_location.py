@@ -86,13 +86,13 @@ TRAIN_FILE = re.compile(r"(?:^|[/\\])(?:train(?:er|ing)?(?:_\w+)?|actor|loss|mod
 # Megatron-LM's own tree (megatron/training.py, megatron/checkpointing.py before megatron.core) and its
 # entry scripts (pretrain_gpt.py): training code wherever the frame is (intelligent-machine-learning/dlrover#977)
 MEGATRON_FILE = re.compile(r"(?:^|[/\\])(?:megatron[/\\](?!core[/\\])\w+\.py$|pretrain_\w+\.py$)")
-# the HF Trainer's loop and the trainers built on it: transformers/trainer.py, trl/trainer/*, unsloth's compiled
-# trainers (unsloth_compiled_cache/UnslothGRPOTrainer.py): a single-process run's training code, no driver's
-# (huggingface/trl#3394, unslothai/unsloth#2354)
 # a framework's own module that drives the engine (slime's backends/sglang_utils/sglang_engine.py, verl's
 # workers/rollout/sglang_rollout/, OpenRLHF's trainer/ray/vllm_engine.py): the engine's side, where its
 # innermost frame is (THUDM/slime#1741: the engine actor's launch reading a ServerArgs field)
 ENGINE_FILE = re.compile(r"(?:^|[/\\])(?:sglang|vllm)_\w+(?:[/\\]|\.py$)")
+# the HF Trainer's loop and the trainers built on it: transformers/trainer.py, trl/trainer/*, unsloth's compiled
+# trainers (unsloth_compiled_cache/UnslothGRPOTrainer.py): a single-process run's training code, no driver's
+# (huggingface/trl#3394, unslothai/unsloth#2354)
 HF_TRAINER_FILE = re.compile(r"(?:^|[/\\])(?:transformers[/\\]trainer\.py$|trl[/\\]trainer[/\\]|Unsloth\w*Trainer\.py$)")
 
 

@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     from triage.run.run import Run
 
 _PG = r"\[PG (?:ID )?(?P<pg>\S+) PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<desc>[^)]*)\))? Rank (?P<prank>\d+)\]"
+_CAUGHT = "Watchdog caught collective operation timeout"
 _WATCHDOG = re.compile(
-    r"(?:" + _PG + r"|\[Rank (?P<rank>\d+)\])\s*Watchdog caught collective operation timeout: "
+    r"(?:" + _PG + r"|\[Rank (?P<rank>\d+)\])\s*" + _CAUGHT + ": "
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>-?\d+), NumelOut=(?P<numel_out>-?\d+))?"
 )
-_CAUGHT = "Watchdog caught collective operation timeout"
 # the line after the report in torch >= 2.2 (ProcessGroupNCCL.cpp, watchdogHandler): its group, rank and work
 _DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
 

@@ -421,6 +421,13 @@ TYPED_EXCEPTION = re.compile(
     r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]+\))?): (?P<msg>\S.*)$")
 
 
+def slurm_launcher_line(text: str) -> bool:
+    """A line Slurm's launcher wrote into the job's terminal (`srun: error: node: task 0: Exited with exit code 1`,
+    `slurmstepd: error: …`): between a task's traceback frames it is another process's line, not where the
+    traceback ends (ray-project/ray#6978)."""
+    return text[:5] == "srun:" or text[:11] == "slurmstepd:"
+
+
 def exception_line(text: str) -> bool:
     """Whether a line under a traceback's frames is its exception line (`Type: message`, or a bare
     name named like an exception)."""
@@ -1445,9 +1452,8 @@ class _FileScan:
                 tb.add_frame(stripped.rstrip())
                 return True
             return False
-        if msg[:5] == "srun:" or msg[:11] == "slurmstepd:":
-            return False  # Slurm's launcher writing between a task's frames: its own line, the traceback goes on
-            # (ray-project/ray#6978; tracebacks.TracebackReader reads it alike)
+        if slurm_launcher_line(msg):
+            return False  # its own line; the traceback goes on
         if msg[:1] in (" ", "\t") or msg.startswith('File "'):
             stripped = msg.strip()
             if stripped.startswith('File "'):

@@ -39,6 +39,7 @@ from triage.formats.slime_log import (
     BARE_EXCEPTION,
     TYPED_EXCEPTION,
     VLLM_FMT,
+    slurm_launcher_line,
     split_line,
     strip_bracket_timestamp,
     strip_carrier,
@@ -117,7 +118,7 @@ _CONTEXT = "During handling of the above exception, another exception occurred:"
 _HOT = (b"Traceback", b"RayTaskError", b"File ", b'", line ', b"Fatal Python error", b"(most recent call first)",
         b"Exception ignored ", b"exception was the direct cause", b"another exception occurred")
 _HOT_LINKS = 7  # the markers from here on are a chain's cause and context lines
-_HOT_FRAMES = (2, 3)  # the markers of a frame line (`File `, `", line `)
+_HOT_FRAMES = tuple(k for k, marker in enumerate(_HOT) if marker in (b"File ", b'", line '))  # a frame line's
 RAY_UNHANDLED_REACH = 4  # lines from Ray's `Unhandled error … ray::A.m() (pid=…)` header to the first frame under it
 # Python's faulthandler after a fatal signal or abort: `Fatal Python error: Aborted`, then the crashing
 # thread's stack, most recent call first, frames without the comma (`  File "x.py", line 169 in resume`)
@@ -643,10 +644,7 @@ class TracebackReader:
     def _in_block(self, key: tuple, tb: _Open, text: str, line_no: int, repeated: int) -> None:
         if not text.strip():
             return
-        if text[:5] == "srun:" or text[:11] == "slurmstepd:":
-            # Slurm's launcher writing into the same terminal between a task's frames (ray-project/ray#6978:
-            # `srun: error: bhc0007: task 0: Exited with exit code 1` inside the traceback it reports): another
-            # process's line, not where the traceback ends
+        if slurm_launcher_line(text):
             return
         if tb.rich and _rich_box_line(tb, text.strip()):
             return
@@ -871,7 +869,7 @@ def _rich_box_line(tb: _Open, stripped: str) -> bool:
                 tb.rich_head = []
                 return True
         if inner and len(tb.rich_head) <= RICH_WRAP_LINES and _RICH_HEAD.match(head + inner):
-            tb.rich_head.append(inner if not head.endswith(" in") else " " + inner)
+            tb.rich_head.append(inner)
             return True
         tb.rich_head = []
     if m := _RICH_FRAME.match(inner):
