@@ -167,8 +167,10 @@ FATAL_LINE = re.compile(
     # Raylet: IOError: …`, logged at ERROR before QuickExit; Jiayi-Pan/TinyZero#7, LeapLabTHU/Absolute-Zero-Reasoner#15)
     r"|\bFailed to register worker to Raylet\b"
     # argparse ends the program on a bad command line (`prog: error: argument command: invalid choice: 'vllm-serve'`,
-    # `error: unrecognized arguments: …`; exit 2): a CLI of another version, or a typo (huggingface/trl#3139)
-    r"|^\S[^:]*: error: (?:argument [^:]+: invalid choice: |unrecognized arguments: |the following arguments are required: )"
+    # `error: unrecognized arguments: …`; exit 2): a CLI of another version, or a typo (huggingface/trl#3139); a value
+    # its type refused (`error: argument --moe-layer-freq: invalid moe_freq_type value: …`, THUDM/slime#386; `error:
+    # argument --compilation-config/-O: 1 validation error for CompilationConfig`, VectorInstitute/vector-inference#157)
+    r"|^\S[^:]*: error: (?:argument [^:]+: \S|unrecognized arguments: |the following arguments are required: )"
     # torch elastic's summary of a worker that failed (torch/distributed/elastic/multiprocessing/api.py:
     # `failed (exitcode: -11) local_rank: 3 (pid: 2916310) of binary: …`, modelscope/ms-swift#4302): a
     # negative code is the signal that ended the worker, a crash of that rank when it is not a kill
@@ -211,6 +213,13 @@ FATAL_LINE = re.compile(
     # `Could not override 'a.b.n'.`, the run never starts; the type is printed only with HYDRA_FULL_ERROR=1):
     # verl-project/verl#4262, PRIME-RL/TTRL#24
     r"|^Could not override '[^']+'\."
+    # its other refusals of an override, and OmegaConf's of a key the struct config does not hold, printed alone the same
+    # way (`Could not append to config. An item is already at 'trainer.val_before_train'.`, verl-project/verl#820; `Key
+    # 'dim_x' is not in struct` under Hydra's `To append to your config use +env.dim_x=6`, mll-lab-nu/RAGEN#49)
+    r"|^Could not append to config\. An item is already at '|^Key '[^']+' is not in struct\s*$"
+    # torch's strict load_state_dict refusing the keys (`RuntimeError: Error(s) in loading state_dict for GPTModel:`,
+    # then a tab-indented line per kind), pasted without the line that named its type (NVIDIA/Megatron-LM#900)
+    r"|^\s*(?:Missing|Unexpected) key\(s\) in state_dict: \S"
     # NCCL's last connect retry (misc/socket.cc logs each at INFO: `socketPollConnect: connect returned No route to
     # host, retrying (34/34) after sleep for 3400 msec`); the connection fails after it (hiyouga/LlamaFactory#8045)
     r"|\bconnect returned [\w ]+, retrying \((\d+)/\1\)"
@@ -661,7 +670,8 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
 def _headers_give_way(result: ErrorScan) -> ErrorScan:
     """A header printed before an error's own words is not an error of its own when those words follow:
     C++'s `terminate called after throwing an instance of 'X'` before `  what():  <message>` (libstdc++'s
-    verbose terminate handler), Hydra's `Error executing job with overrides: [...]` before the traceback
+    verbose terminate handler), transformers' `Failed to import X because of the following error (look up to
+    see its traceback):` before the import's own error, Hydra's `Error executing job with overrides: [...]` before the traceback
     of the exception that ended the app, a `raise X(` code line of a frame above the exception it
     raised. With the words in the log, they decide; a header alone is still the job's last line. A header
     a signature matched gives way too: `raise RuntimeError(f"NCCL error: {error_str}")` above the exception
@@ -686,7 +696,12 @@ def _headers_give_way(result: ErrorScan) -> ErrorScan:
 
 
 _HEADER = re.compile(r"terminate called after throwing an instance of |^Error executing job with overrides: "
-                     r"|^\s*raise [A-Z]\w*(?:Error|Exception)\(")  # a frame's code line above the exception it raised
+                     r"|^\s*raise [A-Z]\w*(?:Error|Exception)\("  # a frame's code line above the exception it raised
+                     # transformers' lazy import wrapping the error that stopped it, whose words follow on the next
+                     # line (utils/import_utils.py `_LazyModule._get_module`: `Failed to import transformers.trainer
+                     # because of the following error (look up to see its traceback):\n<the error>`; project-baize/
+                     # baize-chatbot#24, OpenRLHF/OpenRLHF#355, marin-community/marin#731)
+                     r"|Failed to import [\w.]+ because of the following error \(look up to see its traceback\):\s*$")
 # how far below its header the error's own line may be: `what():` is the next line; Hydra's traceback
 # runs as long as the stack, and 400 lines hold about 100 frames (file line, code line, `^^^` markers)
 HEADER_REACH = 400

@@ -75,6 +75,16 @@ KV_NO_ROOM = {
         "gpu_memory_utilization where the GPU has room (in a colocated run the trainer's share bounds it), or "
         "spread the model over more GPUs (tensor_parallel_size).",
         []),
+    # vLLM's KV cache too small for one sequence of max_model_len (V0 worker.py raise_if_cache_size_invalid, V1
+    # kv_cache_utils.py _check_enough_kv_cache_memory: "Try increasing gpu_memory_utilization or decreasing
+    # max_model_len"; vllm-project/vllm#10517, basalam/product-catalog-generator#10)
+    re.compile(r"stored in KV cache|larger than the available KV cache memory|To serve at least one request with the "
+               r"models?'s max seq len"): (
+        "vLLM's KV cache, sized from its memory share once the weights are loaded, cannot hold one sequence of its "
+        "max_model_len: lower max_model_len to what the prompts and responses need, raise gpu_memory_utilization "
+        "where the GPU has room (in a colocated run the trainer's share bounds it), or spread the model over more "
+        "GPUs (tensor_parallel_size).",
+        []),
 }
 # The log-prob pass as each framework names it: slime (`compute_log_prob`,
 # `calculate_log_probs_and_entropy` / `compute_log_probs` in slime/utils/ppo_utils.py), verl

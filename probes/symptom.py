@@ -25,12 +25,15 @@ most to the least decisive:
 7. `grad_explosion` — grad_norm spikes (robust z, leaving the guide's healthy 0.001–1.0;
    or > 100) or sustained growth (> 10), or loss spikes of 2x and more.
 8. `truncation` — the truncated / clipped ratio is above 0.8 (most responses hit the
-   length limit, or the metric counts turn terminators as clipping).
-9. `policy_drift` — entropy collapse, KL blow-up, aggressive clipping, stale or
+   length limit, or the metric counts turn terminators as clipping). Before a gradient
+   or a reward that never moves: a completion cut at the limit never reaches its answer,
+   so its group scores alike and its advantage is 0 as a consequence.
+9. `no_update` — grad_norm exactly 0 on every record: no update ever reached the weights.
+10. `policy_drift` — entropy collapse, KL blow-up, aggressive clipping, stale or
    mismatched log-probs, length hacking. (Before a flat reward: a collapsed policy's
    groups get identical rewards as a consequence.)
-10. `reward_flat` — the reward is constantly 0, has no spread, or never improves.
-11. `no_symptom`.
+11. `reward_flat` — the reward is constantly 0, has no spread, or never improves.
+12. `no_symptom`.
 """
 
 from __future__ import annotations
@@ -73,10 +76,14 @@ PRECEDENCE = (
     "step1_anomaly",
     "nonfinite",
     "grad_explosion",
+    # most responses cut at the length limit: a cut completion never reaches its answer, so every
+    # sample of a group scores the same and the advantages, the gradient and the reward's spread are
+    # 0 as a consequence (huggingface/trl#5697: clipped_ratio 1.0, grad_norm 0 and reward 0 on every
+    # step, fixed by a longer max_completion_length), so it comes before the no-update and reward checks
+    "truncation",
     # grad_norm exactly 0 on every record: nothing was ever updated (before the reward checks,
     # which say why when the reward is the reason)
     "no_update",
-    "truncation",
     # drift before a flat reward: a collapsed policy samples identical responses, so its
     # groups show zero reward std as a consequence, not a cause
     "policy_drift",

@@ -19,6 +19,18 @@ wait at one number with the same op and count agree: the hang is not a disagreem
 Only reports of one process group are compared: a report whose group is not printed is compared
 with others whose group is not printed either (ranks numbered alike in two groups would then be
 mixed; a log without group names comes from one torch and usually from one group's timeout).
+
+With TORCH_DISTRIBUTED_DEBUG=DETAIL, PyTorch compares the ranks' collectives itself before each one
+runs (torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp, `runCollectiveChecks`) and raises with
+both fingerprints when they differ:
+
+    RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective:
+    CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE, TensorShape=[195812480], …), but
+    Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE,
+    TensorShape=[51123456], …)
+
+That is the same comparison made by the backend, with what each rank called: a mismatch observed
+(modelscope/ms-swift#9443, aurekaresearch/OpenDDE#23), read before the watchdogs' reports.
 """
 
 from __future__ import annotations
@@ -45,6 +57,11 @@ _WATCHDOG = re.compile(
 )
 # the line after the report in torch >= 2.2 (ProcessGroupNCCL.cpp, watchdogHandler): its group, rank and work
 _DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
+# ProcessGroupWrapper's report: each rank's fingerprint, up to the next rank's or the end of the message
+_WRAPPER = "Detected mismatch between collectives on ranks"
+_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\((?P<fp>.*?)"
+                          r"(?=, but Rank \d+ is running|\)\.|\)\s*$)")
+_FP_FIELDS = re.compile(r"(?P<key>SequenceNumber|OpType|TensorShape|TensorDtypes)=(?P<value>\[[^\]]*\]|[^,)\s]+)")
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,9 @@ class WatchdogReports(Probe):
     cost = Cost.STATIC
 
     def examine(self, run: Run) -> Observation:
+        wrapper = self._wrapper_report(run.log.errors)
+        if wrapper is not None:
+            return wrapper
         reports = _reports(run.log.errors)
         by_work: dict[tuple[str | None, int], list[_Report]] = {}
         for r in reports:
@@ -155,6 +175,34 @@ class WatchdogReports(Probe):
             ranks=sorted({r.rank for r in rs}),
             reports=[r.describe() for r in rs],
         )
+
+
+    def _wrapper_report(self, lines: list[LogLine]) -> Observation | None:
+        """PyTorch's own comparison of the ranks' collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL), when it raised."""
+        for line in lines:
+            if _WRAPPER not in line.text:
+                continue
+            calls = {}
+            for m in _FINGERPRINT.finditer(line.text):
+                fields = {f.group("key"): f.group("value") for f in _FP_FIELDS.finditer(m.group("fp"))}
+                calls.setdefault(int(m.group("rank")), fields)
+            if len(calls) < 2:
+                continue  # the fingerprints were cut off: the backend's words alone name no collective
+            described = "; ".join(
+                f"rank {rank}: {f.get('OpType', '?')}" + (f" TensorShape={f['TensorShape']}" if "TensorShape" in f else "")
+                + (f" at SequenceNumber {f['SequenceNumber']}" if "SequenceNumber" in f else "")
+                for rank, f in calls.items())
+            return self.observe(
+                "collective_mismatch",
+                f"PyTorch's collective check (TORCH_DISTRIBUTED_DEBUG=DETAIL) found the ranks calling different "
+                f"collectives at {line.where()}: {described}. One rank called another collective, or the same one "
+                "with another tensor, where the others called theirs.",
+                confidence=0.9,
+                source="ProcessGroupWrapper",
+                collectives={str(rank): f for rank, f in calls.items()},
+                where=line.where(),
+            )
+        return None
 
 
 def _group_text(group: str | None) -> str:

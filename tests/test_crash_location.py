@@ -921,6 +921,20 @@ def test_a_ci_runners_timestamp_and_an_actor_name_with_parentheses_are_read_thro
     assert ev["frame"].endswith("in train_step") and ev["where"].endswith("job.log:4")
 
 
+def test_a_log_viewers_full_width_timestamp_is_read_through_to_the_actor(tmp_path):
+    # alibaba/ChatLearn#179 as pasted: `【time】` before Ray's prefix on every line
+    head = "【2024-12-13 15:37:21】(VLLMPolicyInference pid=13628, ip=10.66.159.53) "
+    log = (head + 'File "/nfs/volume-1555/ChatLearn/chatlearn/models/vllm_module.py", line 672, in generate_vllm\n'
+           + head + "cached_outputs = self.cached_scheduler_outputs[virtual_engine]\n"
+           + head + "^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+           + head + "AttributeError: 'VLLMPolicyInference' object has no attribute 'cached_scheduler_outputs'\n")
+    _, obs = locate(tmp_path, log)
+    ev = obs.evidence
+    assert ev["exception"] == "AttributeError: 'VLLMPolicyInference' object has no attribute 'cached_scheduler_outputs'"
+    assert (ev["actor"], ev["pid"], ev["node"]) == ("VLLMPolicyInference", 13628, "10.66.159.53")
+    assert ev["where"].endswith("job.log:4")
+
+
 def test_a_fatal_line_without_a_traceback_is_placed_by_the_actor_that_printed_it(tmp_path):
     # sgl-project/sglang#21460: a CUDA assert under the engine's Ray prefix, no traceback
     line = ("(SGLangEngine pid=12595) /pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: "

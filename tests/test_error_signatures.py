@@ -531,6 +531,15 @@ FIELD_CASES = [
     ("version_mismatch", "RuntimeError: Version mismatch: The cluster was started with:\n"),
     # a dataset column the reward function does not take, without **kwargs (greyhaven-ai/autocontext#1043)
     ("reward_fn_failed", "TypeError: _autocontext_verifier_reward() got an unexpected keyword argument 'answer'\n"),
+    # torch elastic's agent quoting the rendezvous store it could not reach in its error JSON (pytorch/pytorch#64926)
+    ("network_failure", '    "message": "RendezvousConnectionError: The connection to the C10d store has failed. See '
+     'inner exception for details.",\n'),
+    # a socket between two hosts that stopped delivering (NVIDIA/nccl#706)
+    ("network_failure", "[15]worker-23:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from "
+     "100.96.188.199<41468> failed : Connection timed out\n"),
+    # vLLM's KV cache too small for one sequence of max_model_len, V0 without its ValueError (vllm-project/vllm#10517)
+    ("cuda_oom", "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
+     "cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n"),
 ]
 
 
@@ -1326,6 +1335,7 @@ def test_hydras_header_gives_way_to_the_error_its_traceback_ends_on(tmp_path):
     "outlines-server-1  | ",  # Docker Compose's service prefix (sgl-project/sglang#203)
     "wandb: ERROR ",  # W&B's sweep agent logging a run's traceback (unslothai/unsloth-zoo#127)
     "[2025-12-18T16:24:02+08:00] rl-qwen3-8b-20251218-3da56-cfcd2 >> ",  # a log collector's pod prefix (THUDM/slime#1177)
+    "【2024-12-13 15:37:21】",  # a log viewer's time in full-width brackets (alibaba/ChatLearn#179)
 ])
 def test_what_carried_a_line_is_stripped_before_it_is_read(tmp_path, prefix):
     log = prefix + "[2025-07-25 07:53:08 TP2] Scheduler hit an exception: Traceback (most recent call last):\n" + \
@@ -1742,3 +1752,56 @@ def test_an_exception_after_cjk_prose_on_its_line_is_read_from_the_exception_on(
 def test_cjk_prose_without_an_exception_after_it_is_not_an_error(tmp_path):
     obs = examine(tmp_path, HEAD + "训练过程中没有报错，但是 reward 一直是 0，请问 Error 在哪里？\n")
     assert obs.outcome not in ("other_error", "version_mismatch")
+
+
+@pytest.mark.parametrize("log, needle", [
+    # transformers' lazy import wraps the error that stopped it; its words are on the next line (project-baize/
+    # baize-chatbot#24: torch._six, gone in torch 2.0; OpenRLHF/OpenRLHF#355: flash-attn built for another torch)
+    ("RuntimeError: Failed to import transformers.trainer because of the following error (look up to see its "
+     "traceback):\nNo module named 'torch._six'\n", "torch._six"),
+    ("RuntimeError: Failed to import transformers.models.llama.modeling_llama because of the following error (look up "
+     "to see its traceback):\n[rank7]: /home/.local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-"
+     "linux-gnu.so: undefined symbol: _ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE\n", "undefined symbol"),
+    # setuptools' pkg_resources refusing a pinned range (QwenLM/Qwen3-VL#84)
+    ("pkg_resources.DistributionNotFound: The 'transformers<4.45,>=4.33' distribution was not found and is required "
+     "by ms-swift\n", "DistributionNotFound"),
+    # a submodule of a package the framework pins, named in the message (verl-project/verl#82)
+    ("  File \"/opt/verl/verl/workers/megatron_workers.py\", line 40, in <module>\n"
+     "    from megatron.optimizer import DistributedOptimizer\nModuleNotFoundError: No module named 'megatron.optimizer'\n",
+     "megatron.optimizer"),
+])
+def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path, log, needle):
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert needle in obs.evidence["line"]["text"]
+
+
+@pytest.mark.parametrize("line", [
+    # argparse refusing a value its type does not take (THUDM/slime#386; VectorInstitute/vector-inference#157)
+    "convert_hf_to_torch_dist.py: error: argument --moe-layer-freq: invalid moe_freq_type value: \"'([1]*94)'\"\n",
+    "vllm serve: error: argument --compilation-config/-O: 1 validation error for CompilationConfig\n",
+    # Hydra's and OmegaConf's refusals of an override (verl-project/verl#820, mll-lab-nu/RAGEN#49)
+    "Could not append to config. An item is already at 'trainer.val_before_train'.\n",
+    "To append to your config use +env.dim_x=6\nKey 'dim_x' is not in struct\n    full_key: env.dim_x\n",
+    # torch's strict load_state_dict, its RuntimeError line not pasted (NVIDIA/Megatron-LM#900)
+    'Unexpected key(s) in state_dict: "decoder.layers.0.self_attention.core_attention._extra_state"\n',
+])
+def test_a_refusal_that_ends_the_program_without_an_exception_type_is_its_crash(tmp_path, capsys, line):
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(line, encoding="utf-8")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "crash.unrecognized"
+    assert report["path"][0]["outcome"] == "error_exit" and "job.log:" in report["path"][0]["summary"]
+
+
+def test_an_infiniband_memory_registration_the_locked_memory_limit_refused_is_not_the_network(tmp_path):
+    # NVIDIA/nccl-tests#206: `ulimit -l` was 8192 on a single node; no connection failed
+    line = "node1:1234:1250 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
+    assert examine(tmp_path, line).outcome == "none"
+    obs = examine(tmp_path, line.replace("ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+                                         "ibv_modify_qp failed with 110 Connection timed out"))
+    assert obs.outcome == "network_failure"

@@ -167,7 +167,7 @@ def test_a_check_that_could_not_run_tells_a_trl_run_its_own_way(tmp_path, capsys
     assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 3
     report = json.loads(capsys.readouterr().out)
     told = {n["probe"]: n["command"] for n in report["not_checked"]}
-    assert told["rollout_text"] == "rerun with `log_completions=True` (TRL logs completions to W&B / the console)"
+    assert told["rollout_text"].startswith("rerun with `log_completions=True` and `report_to='wandb'`")
     assert told["config_rule"] == "keep `model_name_or_path` reachable from the run"
     assert not any("--save-debug-rollout-data" in (c["next_step"] or "") for c in report["candidates"])
     # the truncation playbook's own verdicts first, nearest first: not cut off by weights verdicts further on

@@ -435,3 +435,25 @@ def test_frames_pasted_under_the_rest_of_the_oom_message_place_it(tmp_path):
     obs = OomContext().examine(open_run(str(tmp_path)))
     assert obs.outcome == "logprob_pass"
     assert any("vocab_parallel_softmax" in f for f in obs.evidence["frames"])
+
+
+@pytest.mark.parametrize("log", [
+    # vLLM V0's worker check, logged without its ValueError (vllm-project/vllm#10517)
+    "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache "
+    "(23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n",
+    # vLLM V1's, the message wrapped by a terminal (SergiioB/intel-arc-pro-b70-inference-cookbook#4)
+    "(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len (100000), (4.26 GiB KV cach\n"
+    "e is needed, which is larger than the available KV cache memory (4.25 GiB). Based on the avai\n",
+])
+def test_a_kv_cache_too_small_for_one_sequence_asks_for_a_shorter_context_not_a_smaller_share(tmp_path, capsys, log):
+    import json
+
+    from triage.cli import main
+
+    make_run(tmp_path, log)
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "engine.oom_illegal_memory"
+    assert rc["remedy"].startswith("vLLM's KV cache, sized from its memory share once the weights are loaded, cannot "
+                                   "hold one sequence of its max_model_len: lower max_model_len")
+    assert "Lower --sglang-mem-fraction-static" not in rc["remedy"]

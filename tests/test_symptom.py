@@ -453,6 +453,33 @@ def test_a_grad_norm_of_zero_on_every_record_is_no_update_and_the_reward_says_wh
     assert Symptom().examine(hf_run(tmp_path / "some", s)).outcome != "no_update"
 
 
+def test_every_completion_cut_at_the_limit_comes_before_the_zero_gradient_it_causes(tmp_path, capsys):
+    # huggingface/trl#5697: clipped_ratio 1.0, grad_norm 0 and reward 0 on every step; a cut completion never
+    # reaches its answer, so the flat reward is the truncation's doing, not a task too hard (reward.no_signal)
+    from metric_runs import healthy_hf_series, hf_run
+    from probes.symptom import Symptom
+    from triage.cli import main
+
+    s = healthy_hf_series(30)
+    s["grad_norm"] = np.zeros(30)
+    s["loss"] = np.zeros(30)
+    s["raw_reward"] = np.zeros(30)
+    s["reward_std"] = np.zeros(30)
+    s["frac_zero_std"] = np.ones(30)
+    s["truncated_ratio"] = np.ones(30)
+    obs = Symptom().examine(hf_run(tmp_path / "cut", s))
+    assert obs.outcome == "truncation", obs.summary
+    assert "no update" in obs.summary and "100%" in obs.summary
+    code = main(["run", str(tmp_path / "cut"), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 3 and report["root_cause"]["id"] == "inconclusive"
+    # both causes of a run cut at its limit lead, the truncation finding behind each
+    top = report["candidates"][:2]
+    assert {c["id"] for c in top} == {"rollout.missing_stop_token", "rollout.max_len_too_small"}
+    assert all("cut at the length limit" in c["supports"][0] for c in top)
+    assert not any(c["supports"] for c in report["candidates"][2:])
+
+
 def test_a_paste_cut_right_under_a_traceback_header_is_an_error_exit(tmp_path):
     # OpenRLHF/OpenRLHF#762 as pasted: the header, then a frame line cut mid-path
     (tmp_path / "job.log").write_text(

@@ -81,3 +81,28 @@ def test_a_run_killed_before_its_first_record_has_no_metrics_and_no_error(tmp_pa
     (tmp_path / "job.log").write_text("[2026-08-01 10:00:00] model.py:918 - step 0: {'train/grad_norm': 0.3}\n")
     run = open_run(str(tmp_path))
     assert run.metrics.get("grad_norm").source == "step:train/grad_norm"
+
+
+def test_trls_completions_table_kept_offline_is_read_as_the_rollouts_text(tmp_path, offline_env, capsys):
+    # TRL's GRPOTrainer with log_completions=True logs a `completions` wandb.Table (step, prompt, completion, one
+    # column per reward function, advantage); offline, W&B keeps it as files/media/table/completions_*.table.json
+    import json
+
+    run = wandb.init(mode="offline", dir=str(tmp_path), project="triage-test",
+                     settings=wandb.Settings(x_disable_stats=True, x_disable_meta=True, console="off",
+                                             disable_git=True, save_code=False))
+    garbled = ["нафтаξλ大学 vergütung ماهي สวัสดี Привет 的 αβγ abcдежfgh",
+               "ysicsOrg\ufffd\ufffd DRM\x03 cosponsoredNexus мosqu ξλ"]
+    for step in (1, 2):
+        rows = [[str(step), "What is 6*7?", text, 0.0, 0.0] for text in garbled * 4]
+        run.log({"completions": wandb.Table(columns=["step", "prompt", "completion", "accuracy_reward", "advantage"],
+                                            data=rows), "train/loss": 0.1}, step=step)
+    run.finish()
+    opened = open_run(str(tmp_path))
+    tables = opened.artifacts.rollout_dumps
+    assert len(tables) == 2 and all(p.name.startswith("completions_") for p in tables)
+    dump = opened.rollout_dump(tables[0])
+    assert dump.rollout_id == 1 and dump.samples[0]["reward"] == {"accuracy_reward": 0.0}
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) in (0, 3)
+    first = json.loads(capsys.readouterr().out)["path"][0]
+    assert first["outcome"] == "garbled_rollouts" and "completions_" in first["summary"], first["summary"]

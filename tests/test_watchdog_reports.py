@@ -136,3 +136,26 @@ def test_a_report_without_its_sequence_number_is_not_called_absent(tmp_path, cap
     assert step["outcome"] == "unavailable"
     assert "do not name their work's sequence number" in step["summary"]
     assert "no watchdog report in the log" not in json.dumps(report)
+
+
+_OPTIONS = ("TensorDtypes=BFloat16, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided "
+            "(default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))")
+
+
+def test_pytorchs_own_collective_check_is_the_mismatch_with_each_ranks_call(tmp_path, capsys):
+    # modelscope/ms-swift#9443: TORCH_DISTRIBUTED_DEBUG=DETAIL's ProcessGroupWrapper compared the fingerprints itself
+    text = ("[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+            f"CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE, TensorShape=[195812480], {_OPTIONS}), but "
+            f"Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE, "
+            f"TensorShape=[51123456], {_OPTIONS}).Collectives differ in the following aspects: \t Tensor Tensor shapes: "
+            "195812480vs 51123456\n")
+    rc, report = _triage(tmp_path, capsys, text)
+    assert (rc, report["root_cause"]["id"]) == (0, "dist.collective_mismatch")
+    step = _step(report, "watchdog_reports")
+    assert step["evidence"]["collectives"] == {
+        "1": {"SequenceNumber": "3104", "OpType": "ALLREDUCE", "TensorShape": "[195812480]", "TensorDtypes": "BFloat16"},
+        "0": {"SequenceNumber": "3104", "OpType": "ALLREDUCE", "TensorShape": "[51123456]", "TensorDtypes": "BFloat16"}}
+    assert "rank 1: ALLREDUCE TensorShape=[195812480]" in step["summary"]
+    # cut before the second rank's fingerprint, the check's words alone name no collective: undecided
+    rc, report = _triage(tmp_path, capsys, text.split(", but Rank 0")[0] + "\n")
+    assert report["root_cause"]["id"] == "inconclusive"

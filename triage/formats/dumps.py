@@ -242,6 +242,11 @@ class RolloutDump:
 
 def load_rollout_dump(path: str | Path) -> RolloutDump:
     p = Path(path)
+    if p.suffix in (".jsonl", ".json"):
+        from triage.formats.completion_records import load_completion_record
+
+        rollout_id, records = load_completion_record(p)
+        return RolloutDump(path=p, rollout_id=rollout_id, samples=records)
     data = safe_torch_load(p)
     if not isinstance(data, dict):
         raise CorruptArtifact(

@@ -143,6 +143,11 @@ ERROR_WORDS: tuple[str, ...] = (
     # Megatron's exit on a --load with no checkpoint (`>> '--exit-on-missing-checkpoint' set ... exiting. <<`,
     # found by the `xit` marker)
     "exit-on-missing-checkpoint",
+    # dlopen's error on a line of its own, vLLM V0's KV cache too small for one sequence, pkg_resources' version
+    # refusals, torch's state_dict key lists and OmegaConf's refusals of a key, each printed without an error word
+    # on the line (probes/signatures.yaml; _SPILLED)
+    "undefined symbol", "stored in KV cache", "DistributionNotFound", "VersionConflict", "key(s) in state_dict",
+    "Could not append to config", "is not in struct",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -196,6 +201,21 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     (b"GPU is lost", _ERROR_MARK),
     (b"Your session crashed", _ERROR_MARK),
     (b"Pressure].", _ERROR_MARK),
+    # dlopen's `PATH.so: undefined symbol: _Z…` on the line under transformers' lazy-import wrapper (OpenRLHF/
+    # OpenRLHF#355); vLLM V0's `The model's max seq len (29000) is larger than the maximum number of tokens that can be
+    # stored in KV cache (23648).` logged without its ValueError (vllm-project/vllm#10517); setuptools' pkg_resources
+    # refusing a requirement (`pkg_resources.DistributionNotFound: The 'transformers<4.45,>=4.33' distribution was not
+    # found and is required by ms-swift`, QwenLM/Qwen3-VL#84; `VersionConflict`); torch's `Unexpected key(s) in
+    # state_dict: "…_extra_state"` pasted without the RuntimeError above it (NVIDIA/Megatron-LM#900); OmegaConf's
+    # `Key 'dim_x' is not in struct` and Hydra's `Could not append to config. An item is already at 'a.b'.`
+    # (mll-lab-nu/RAGEN#49, verl-project/verl#820)
+    (b"undefined symbol", _ERROR_MARK),
+    (b"stored in KV cache", _ERROR_MARK),
+    (b"DistributionNotFound", _ERROR_MARK),
+    (b"VersionConflict", _ERROR_MARK),
+    (b"key(s) in state_dict", _ERROR_MARK),
+    (b"Could not append to config", _ERROR_MARK),
+    (b"is not in struct", _ERROR_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
@@ -279,6 +299,9 @@ _COLLECTOR_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|
 _CI_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\] ")
 _MD_BULLET_CODE = re.compile(r" {0,6}(?:[-*+]|\d{1,2}\.) +`(?!`)")
 _PLAIN_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
+# a log viewer's time in full-width lenticular brackets before each line it exported, Ray's prefix after it
+# (`【2024-12-13 15:37:21】(VLLMPolicyInference pid=13628, ip=…) AttributeError: …`, alibaba/ChatLearn#179)
+_LENTICULAR_TIMESTAMP = re.compile(r"【\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?】 ?")
 # Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
 _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
 # Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
@@ -740,8 +763,8 @@ def strip_carrier(text: str) -> str:
     prefix (THUDM/slime#1217: `   (SGLangEngine pid=32887) [ts TP7 EP7] …` under a numbered item), and
     W&B's `wandb: ERROR ` before each line of the traceback of a run its sweep agent ran (wandb/agents/
     pyagent.py logs the run's exception through its logger: unslothai/unsloth-zoo#127), and a cluster's
-    log collector's `[<ISO time>] <pod> >> ` (THUDM/slime#1177), a CI runner's `[<ISO time with zone>] `, and
-    pdsh's `<host>: ` (DeepSpeed's multi-node launcher)."""
+    log collector's `[<ISO time>] <pod> >> ` (THUDM/slime#1177), a CI runner's `[<ISO time with zone>] `, a log
+    viewer's `【<time>】` (alibaba/ChatLearn#179), and pdsh's `<host>: ` (DeepSpeed's multi-node launcher)."""
     first = text[:1]
     if first == "w" and text.startswith("wandb: ERROR") and text[12:13] in ("", " ", "\r", "\n"):
         text = text[13:]
@@ -759,6 +782,11 @@ def strip_carrier(text: str) -> str:
         if m and _RAY_PREFIX.match(text, m.end()):
             text = text[m.end():]
             first = "("
+    elif first == "【":
+        m = _LENTICULAR_TIMESTAMP.match(text)
+        if m:
+            text = text[m.end():]
+            first = text[:1]
     if first == " ":
         body = text.lstrip(" ")
         if body[:1] == "(" and len(text) - len(body) <= MAX_LIST_INDENT and _RAY_PREFIX.match(body):

@@ -48,6 +48,7 @@ FRAMEWORK = Framework(
         "trainer_state": "keep output_dir/trainer_state.json (lower `save_steps` to get it earlier)",
         "args": "keep the training script (its GRPOConfig(...) keywords) or the command line",
         "hf_checkpoint": "keep `model_name_or_path` reachable from the run",
-        "rollout_dump": "rerun with `log_completions=True` (TRL logs completions to W&B / the console)",
+        "rollout_dump": "rerun with `log_completions=True` and `report_to='wandb'` (WANDB_MODE=offline will do): "
+                        "the run's wandb/ folder then keeps each logged step's completions table",
     },
 )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from triage import safe_io
 from triage.errors import CorruptArtifact, RefusedFile, RunNotFound
+from triage.formats.completion_records import is_completion_record
 from triage.run.manifest import MANIFEST_NAMES, Manifest
 
 MAX_RUN_ENTRIES = 250_000  # names looked at per run; a 100,000-file run is read whole
@@ -322,6 +323,9 @@ class _Walk:
         if name == "trainer_state.json":
             found.trainer_states.append(path)
         elif name.endswith(".pt") and here.name == "rollout_data":
+            found.rollout_dumps.append(path)
+        elif (name.endswith(".jsonl") or name.endswith(".table.json")) and is_completion_record(path):
+            # the completions ms-swift, verl and TRL (through W&B) keep of their rollouts
             found.rollout_dumps.append(path)
         elif name.endswith(".pt") and here.name == "train_data":
             found.train_dumps.append(path)

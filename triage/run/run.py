@@ -274,7 +274,10 @@ class Run:
 
 
 def dump_order(path: Path) -> tuple[bool, int, str]:
-    """Sort key for rollout dump files: training dumps by rollout id, other names after, eval dumps last."""
+    """Sort key for rollout dump files: training dumps by rollout id (verl's `{step}.jsonl`, W&B's tables by
+    their number), other names after, eval dumps last."""
     stem = path.stem
     digits = stem.removeprefix("eval_")
+    if stem.startswith("completions_"):  # a W&B table's file, numbered by the table's logs: `completions_12_<hash>`
+        digits = stem.split("_")[1]
     return stem.startswith("eval_"), int(digits) if digits.isdigit() else 1 << 30, stem
