@@ -51,7 +51,10 @@ if TYPE_CHECKING:
 CASCADE_TYPES = re.compile(
     r"^(?:DistBackendError|DistStoreError|DistNetworkError|ActorDiedError|RayActorError|ActorUnavailableError|"
     r"WorkerCrashedError|OwnerDiedError|ChildFailedError|KeyboardInterrupt|SignalException|SystemExit|"
-    r"GetTimeoutError|CancelledError)$"
+    r"GetTimeoutError|CancelledError"
+    # an exception group's own traceback ends on the group; each error it gathered follows with its own traceback
+    # (Python 3.11+: asyncio / anyio task groups, Starlette under SGLang's server, sgl-project/sglang#19514)
+    r"|ExceptionGroup|BaseExceptionGroup)$"
 )
 CASCADE_TEXT = re.compile(
     r"NCCL communicator was aborted|Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out"
@@ -260,6 +263,11 @@ class CrashLocation(Probe):
 
         fatal = [g for g in groups if not survived(g)] or groups
         causes = [g for g in fatal if not _is_cascade(g.first)]
+        if not causes and self._first_error_line_before(run, fatal[0].first):
+            # every traceback reports another's failure (Ray's RayTaskError around a remote error, an actor that died),
+            # and a process's own error line, with no traceback, came first: the first error decides (OpenRLHF/
+            # OpenRLHF#159: the critic's CUDA device-side assert, then the driver's `ray.get` re-raising it)
+            return self._fatal_line_only(run, base)
         chosen = causes[0] if causes else fatal[0]
         base["survived_errors"] = [_group_evidence(g) for g in groups if g not in fatal][:5]
         hidden = [_group_evidence(g) for g in groups if g is not chosen and _order(run, g.first) > _order(run, chosen.first)
@@ -389,6 +397,15 @@ class CrashLocation(Probe):
             )
         confidence = 0.8 if not _is_cascade(chain) else 0.6
         return self.observe("located", summary, confidence, **evidence)
+
+    @staticmethod
+    def _first_error_line_before(run: Run, chain: Chain) -> bool:
+        """Whether a fatal error line that reports no other process's death comes before `chain`'s exception."""
+        files = [str(p) for p in run.artifacts.logs]
+        at = _order(run, chain)
+        return any((files.index(f[0].path) if f[0].path in files else len(files), f[0].line_no) < at
+                   for f in scan(run.log).fatal_lines
+                   if not cut_traceback_line(f[0]) and not CONSEQUENCE_LINE.search(f[0].text))
 
     def _fatal_line_only(self, run: Run, base: dict[str, Any]) -> Observation:
         # (a traceback cut before its exception line holds no error line of its own)

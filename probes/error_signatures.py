@@ -148,6 +148,11 @@ FATAL_LINE = re.compile(
     # UCX's fatal signal handler (openucx/ucx src/ucs/debug/debug.c: `[host:pid:tid:0] Caught signal 7 (Bus error:
     # nonexistent physical address)`, then `==== backtrace`), NCCL over UCX (NVIDIA/Megatron-LM#516)
     r"|:\d+\] Caught signal \d+ \("
+    # the same handler's line without its `[host:pid:tid:0]` prefix (a paste's inline code, ROCm/rocm-systems#3700: Docker's
+    # 64 MB /dev/shm), and torch elastic's report of a worker a crash signal ended (`ProcessFailure(…, message='Signal 7
+    # (SIGBUS) received by PID 54')`, intelligent-machine-learning/dlrover#1046); SIGKILL and SIGTERM are the kill family's
+    r"|\bCaught signal (?:4|6|7|8|11) \((?:Illegal instruction|Aborted|Bus error|Floating point exception|Segmentation fault)"
+    r"|\bSignal (?:4|6|7|8|11) \(SIG(?:ILL|ABRT|BUS|FPE|SEGV)\) received by PID \d+"
     r"|core dumped"
     # SGLang's launcher taking the engine down after a child process died (its SIGQUIT handler,
     # python/sglang/srt/entrypoints/engine.py; sgl-project/sglang#3685: `proces` in older releases)
@@ -220,6 +225,12 @@ FATAL_LINE = re.compile(
     # torch's strict load_state_dict refusing the keys (`RuntimeError: Error(s) in loading state_dict for GPTModel:`,
     # then a tab-indented line per kind), pasted without the line that named its type (NVIDIA/Megatron-LM#900)
     r"|^\s*(?:Missing|Unexpected) key\(s\) in state_dict: \S"
+    # pyarrow's ArrowInvalid, the one exception of its hierarchy not named `…Error` (a parquet file that is a Git LFS
+    # pointer: `Parquet magic bytes not found in footer`, policy-gradient/GRPO-Zero#1)
+    r"|^(?:pyarrow\.lib\.)?ArrowInvalid: \S"
+    # srun failing to start a job step (SchedMD/slurm src/srun: `srun: error: Unable to create step for job N: Requested
+    # node configuration is not available`, verl-project/verl#548): nothing of the job ran there
+    r"|^srun: error: Unable to create step for job\b"
     # NCCL's last connect retry (misc/socket.cc logs each at INFO: `socketPollConnect: connect returned No route to
     # host, retrying (34/34) after sleep for 3400 msec`); the connection fails after it (hiyouga/LlamaFactory#8045)
     r"|\bconnect returned [\w ]+, retrying \((\d+)/\1\)"

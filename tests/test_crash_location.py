@@ -1079,3 +1079,43 @@ def test_ray_unhandled_errors_header_names_the_actor_that_raised(tmp_path):
     assert ev["component"] == "inference engine"
     assert ev["node"] == "10.0.0.7"
     assert "LLMRayActor" in obs.summary and "ActorModelRayActor" not in obs.summary
+
+
+def test_an_exception_group_is_located_on_the_error_it_gathered(tmp_path):
+    # Python 3.11+ draws an exception group's tracebacks behind `  | ` (asyncio / anyio task groups: Starlette under
+    # SGLang's HTTP server, sgl-project/sglang#19514); the traceback is written by a real interpreter
+    import subprocess
+    import sys
+
+    script = tmp_path / "server.py"
+    script.write_text(
+        "import asyncio\n"
+        "async def handler():\n"
+        "    content = {'meta_info': {}}\n"
+        "    return content['meta_info']['prompt_tokens']\n"
+        "async def main():\n"
+        "    async with asyncio.TaskGroup() as tg:\n"
+        "        tg.create_task(handler())\n"
+        "asyncio.run(main())\n", encoding="utf-8")
+    err = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60).stderr
+    assert "  | KeyError: 'prompt_tokens'" in err and "Exception Group Traceback" in err
+    _, obs = locate(tmp_path, "[2026-02-21 17:48:27] ERROR:    Exception in ASGI application\n" + err)
+    ev = obs.evidence
+    assert ev["exception"] == "KeyError: 'prompt_tokens'"
+    assert ev["frame"].endswith("in handler")
+
+
+def test_a_processs_own_error_line_before_a_wrapper_that_reraises_it_is_the_crash(tmp_path):
+    # OpenRLHF/OpenRLHF#159: the critic's device-side assert (no traceback with it), then the driver's ray.get re-raising
+    log = ("(CriticModelRayActor pid=1501276) ../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: "
+           "block: [205,0,0], thread: [39,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+           "Traceback (most recent call last):\n"
+           '  File "/opt/openrlhf/training/train_ppo_ray.py", line 78, in train\n'
+           "    ray.get(refs)\n"
+           '  File "/usr/lib/python3.11/site-packages/ray/_private/worker.py", line 2563, in get\n'
+           "    raise value.as_instanceof_cause()\n"
+           "ray.exceptions.RayTaskError(RuntimeError): ray::ActorModelRayActor.fit()\n")
+    _, obs = locate(tmp_path, log)
+    ev = obs.evidence
+    assert ev["where"].endswith("job.log:1") and "srcIndex < srcSelectDimSize" in ev["exception"]
+    assert ev["component"] == "trainer"

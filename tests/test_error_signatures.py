@@ -537,6 +537,25 @@ FIELD_CASES = [
     # a socket between two hosts that stopped delivering (NVIDIA/nccl#706)
     ("network_failure", "[15]worker-23:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from "
      "100.96.188.199<41468> failed : Connection timed out\n"),
+    # a cluster tool's restart reason (valeoai/DrivoR#35)
+    ("host_oom_killed", "**Restart Reason**: OOMKill (memory exceeded limit, SIGKILL)\n"),
+    # NVML's kernel module and library of two driver versions (mozilla/translations#1167), a container's CUDA on a driver
+    # without forward compatibility (AIR-DISCOVER/ICRA2024-Sim2Real-AXS#5), torch's warning of an old driver without its
+    # error (IEIT-Yuan/Yuan-2.0#65), sympy's antlr4 runtime check (sympy/sympy#25031)
+    ("version_mismatch", "[task 2025-07-01T05:06:30.005+00:00] [train] [nvidia-smi(stdout)] Failed to initialize NVML: "
+     "Driver/library version mismatch\n"),
+    ("version_mismatch", "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+     "calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on "
+     "non supported HW\n"),
+    ("version_mismatch", "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA "
+     "initialization: The NVIDIA driver on your system is too old (found version 11000).\n"),
+    ("version_mismatch", "ImportError: LaTeX parsing requires the antlr4 Python package, provided by pip "
+     "(antlr4-python3-runtime) or conda (antlr-python-runtime), version 4.10\n"),
+    # the legacy Megatron-LM's `megatron.mpu` (facebookresearch/metaseq#496: another Megatron branch)
+    ("version_mismatch", "AttributeError: module 'megatron.mpu' has no attribute "
+     "'LinearWithGradAccumulationAndAsyncCommunication'\n"),
+    # transformers' generate with no pad token to pad a batch with (OpenGVLab/InternVL#1072)
+    ("no_pad_token", "ValueError: If `eos_token_id` is defined, make sure that `pad_token_id` is defined.\n"),
     # vLLM's KV cache too small for one sequence of max_model_len, V0 without its ValueError (vllm-project/vllm#10517)
     ("cuda_oom", "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
      "cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n"),
@@ -671,13 +690,23 @@ def test_sigterm_then_sigkill_without_memory_is_the_scheduler(tmp_path):
 
 def test_the_same_hardware_error_on_every_node_is_not_a_gpu_fault(tmp_path):
     log = HEAD + "".join(
-        f"(MegatronTrainRayActor pid={2345 + i}, ip=10.0.0.{11 + i}) RuntimeError: CUDA error: unspecified launch failure\n"
-        for i in range(4)
+        f"(MegatronTrainRayActor pid={2345 + i}, ip=10.0.0.{11 + i}) RuntimeError: CUDA error: uncorrectable ECC error "
+        "encountered\n" for i in range(4)
     )
     assert examine(tmp_path, log).outcome == "other_error"
-    one = HEAD + "(MegatronTrainRayActor pid=2345, ip=10.0.0.11) RuntimeError: CUDA error: unspecified launch failure\n"
+    one = HEAD + "(MegatronTrainRayActor pid=2345, ip=10.0.0.11) RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
     obs = examine(tmp_path, one)
     assert obs.outcome == "gpu_fault" and obs.evidence["nodes"] == ["10.0.0.11"]
+
+
+def test_a_kernel_launch_failure_is_hardware_only_beside_the_drivers_xid(tmp_path):
+    # CUDA's `unspecified launch failure` alone: CSUBioGroup/PGMG#3 was fixed by another PyTorch, opendatalab/MinerU#426
+    # was a faulty card; the driver's Xid line is the hardware's own word
+    line = "RuntimeError: CUDA error: unspecified launch failure\n"
+    assert examine(tmp_path, line).outcome == "other_error"
+    obs = examine(tmp_path, "[Tue Nov 25 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 13, pid=4123, Graphics SM Warp "
+                            "Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address\n" + line)
+    assert obs.outcome == "gpu_fault"
 
 
 def test_a_users_own_type_error_is_not_a_version_mismatch(tmp_path):
@@ -1785,6 +1814,16 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     "To append to your config use +env.dim_x=6\nKey 'dim_x' is not in struct\n    full_key: env.dim_x\n",
     # torch's strict load_state_dict, its RuntimeError line not pasted (NVIDIA/Megatron-LM#900)
     'Unexpected key(s) in state_dict: "decoder.layers.0.self_attention.core_attention._extra_state"\n',
+    # UCX's handler without its prefix (ROCm/rocm-systems#3700) and torch elastic's report of the signal
+    # (intelligent-machine-learning/dlrover#1046): Docker's 64 MB /dev/shm
+    "Caught signal 7 (Bus error: nonexistent physical address)\n",
+    "The worker fails with {0: ProcessFailure(local_rank=0, pid=54, exitcode=-7, error_file='', "
+    "message='Signal 7 (SIGBUS) received by PID 54')}\n",
+    # srun that could not start the step (verl-project/verl#548), a parquet file that is a Git LFS pointer
+    # (policy-gradient/GRPO-Zero#1), a launch failure without the driver's Xid (CSUBioGroup/PGMG#3)
+    "srun: error: Unable to create step for job 4242: Requested node configuration is not available\n",
+    "ArrowInvalid: Parquet magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.\n",
+    "RuntimeError: CUDA error: unspecified launch failure\n",
 ])
 def test_a_refusal_that_ends_the_program_without_an_exception_type_is_its_crash(tmp_path, capsys, line):
     import json
@@ -1805,3 +1844,33 @@ def test_an_infiniband_memory_registration_the_locked_memory_limit_refused_is_no
     obs = examine(tmp_path, line.replace("ibv_reg_mr_iova2 failed with error Cannot allocate memory",
                                          "ibv_modify_qp failed with 110 Connection timed out"))
     assert obs.outcome == "network_failure"
+
+
+def test_deepspeeds_batch_check_is_explained_and_remedied_in_deepspeeds_own_terms(tmp_path, capsys):
+    # OpenGVLab/InternImage#111 was told slime's rollout formula for DeepSpeed's `4096 != 128 * 4 * 1`
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(
+        "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+        "gradient_acc_step * world_size 4096 != 128 * 4 * 1\n", encoding="utf-8")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "config.batch_size_mismatch"
+    assert rc["explanation"].startswith("DeepSpeed refused its batch sizes") and "rollout_batch_size" not in rc["explanation"]
+    assert rc["remedy"].startswith("Make DeepSpeed's three batch sizes agree") and "train_batch_size" in rc["flags"]
+
+
+def test_math_verify_timing_out_off_the_main_thread_is_the_reward_function(tmp_path):
+    # huggingface/Math-Verify#50: the reward ran in a worker thread of verl's main_task; every answer then scored 0
+    block = ("(main_task pid=1324104) Traceback (most recent call last):\n"
+             '(main_task pid=1324104)   File "/usr/local/lib/python3.10/dist-packages/math_verify/utils.py", line 47, '
+             "in wrapper\n"
+             "(main_task pid=1324104)     signal.signal(signal.SIGALRM, handler)\n"
+             "(main_task pid=1324104) ValueError: signal only works in main thread of the main interpreter\n")
+    obs = examine(tmp_path, block)
+    assert obs.outcome == "reward_fn_failed" and obs.evidence["signature"] == "math_verify_off_main_thread"
+    assert "parsing_timeout=None" in obs.evidence["remedy"]
+    # the same error in a program's own thread is not the reward's
+    assert examine(tmp_path, block.replace("math_verify/utils.py", "myapp/timer.py")).outcome == "other_error"

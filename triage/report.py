@@ -255,6 +255,10 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         # flag, or the opposite direction: verl-project/verl#2245, vLLM's KV cache with no room)
         remedy = own["remedy"]
         flags = [f for f in own.get("flags") or [] if isinstance(f, str)]
+        if isinstance(own.get("explanation"), str) and own.get("signature"):
+            # a wording with a remedy of its own is explained in its own terms too: DeepSpeed's batch check is
+            # not slime's batch rule, which the catalog's text spells out (OpenGVLab/InternImage#111)
+            explanation = own["explanation"]
     if walk.verdict != INCONCLUSIVE:
         remedy, flags = _framework_remedy(run, remedy, flags)
     report = Report(

@@ -147,7 +147,8 @@ ERROR_WORDS: tuple[str, ...] = (
     # refusals, torch's state_dict key lists and OmegaConf's refusals of a key, each printed without an error word
     # on the line (probes/signatures.yaml; _SPILLED)
     "undefined symbol", "stored in KV cache", "DistributionNotFound", "VersionConflict", "key(s) in state_dict",
-    "Could not append to config", "is not in struct",
+    "Could not append to config", "is not in struct", "ArrowInvalid", "library version mismatch",
+    "driver on your system is too old",
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -216,6 +217,12 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     (b"key(s) in state_dict", _ERROR_MARK),
     (b"Could not append to config", _ERROR_MARK),
     (b"is not in struct", _ERROR_MARK),
+    # pyarrow's ArrowInvalid (policy-gradient/GRPO-Zero#1), NVML's `Failed to initialize NVML: Driver/library version
+    # mismatch` (mozilla/translations#1167) and torch's `UserWarning: CUDA initialization: The NVIDIA driver on your
+    # system is too old` (IEIT-Yuan/Yuan-2.0#65; older torch put it on the line under a bare `AssertionError:`)
+    (b"ArrowInvalid", _ERROR_MARK),
+    (b"library version mismatch", _ERROR_MARK),
+    (b"driver on your system is too old", _ERROR_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
@@ -297,6 +304,7 @@ _COLLECTOR_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|
 # timestamped log lines; vllm-project/vllm#43375). The zone marks the carrier's clock: the frameworks'
 # own loggers print local time without one.
 _CI_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\] ")
+_GROUP_RULE = re.compile(r"\+-[+-]*(?: (?:\d+|\.\.\.) -+)?\s*$")
 _MD_BULLET_CODE = re.compile(r" {0,6}(?:[-*+]|\d{1,2}\.) +`(?!`)")
 _PLAIN_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
 # a log viewer's time in full-width lenticular brackets before each line it exported, Ray's prefix after it
@@ -762,7 +770,8 @@ def strip_carrier(text: str) -> str:
     code's backticks a pasted comment keeps, and the indentation of a Markdown list item before Ray's
     prefix (THUDM/slime#1217: `   (SGLangEngine pid=32887) [ts TP7 EP7] …` under a numbered item), and
     W&B's `wandb: ERROR ` before each line of the traceback of a run its sweep agent ran (wandb/agents/
-    pyagent.py logs the run's exception through its logger: unslothai/unsloth-zoo#127), and a cluster's
+    pyagent.py logs the run's exception through its logger: unslothai/unsloth-zoo#127), the `  | ` that Python's
+    exception groups draw before each line of a nested traceback, and a cluster's
     log collector's `[<ISO time>] <pod> >> ` (THUDM/slime#1177), a CI runner's `[<ISO time with zone>] `, a log
     viewer's `【<time>】` (alibaba/ChatLearn#179), and pdsh's `<host>: ` (DeepSpeed's multi-node launcher)."""
     first = text[:1]
@@ -791,6 +800,15 @@ def strip_carrier(text: str) -> str:
         body = text.lstrip(" ")
         if body[:1] == "(" and len(text) - len(body) <= MAX_LIST_INDENT and _RAY_PREFIX.match(body):
             text, first = body, "("
+        elif body[:2] in ("| ", "+ ") and (len(text) - len(body)) % 2 == 0 and (
+                body[0] == "|" and not body.rstrip().endswith("|") or body.startswith("+ Exception Group Traceback")):
+            # Python's (3.11+) exception group: each nested traceback drawn behind `  | ` (two spaces a level), its
+            # header behind `  + ` (asyncio / anyio task groups: Starlette under SGLang's and vLLM's HTTP servers,
+            # sgl-project/sglang#19514); a Markdown table row indented in a list ends with its `|` and is kept
+            text = body[2:]
+            first = text[:1]
+        elif body[:2] == "+-" and (len(text) - len(body)) % 2 == 0 and _GROUP_RULE.match(body):
+            text = first = ""  # the group's rules between its tracebacks (`+-+---- 1 ----`, `+----`) end a message
     if first == ">":
         text = text[2:] if text[1:2] == " " else text[1:]
         first = text[:1]
