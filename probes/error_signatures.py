@@ -79,11 +79,17 @@ OUTCOMES = (
     "reward_fn_failed",
     "port_unreachable",
     "hf_config_mismatch",
+    # transformers' "cannot find the model" from one process, of a model not shown to exist: a wrong path, a gated repo,
+    # an offline setting or a stale cache word it the same (openvla/openvla#82, xyz9911/FLAME#2, lllyasviel/FramePack#66),
+    # so the catalog's concurrent read is a suspect, not the cause
+    "hf_model_unconfirmed",
     "other_error",
     "none",
 )
+# Outcomes the probe derives from a signature's match and what surrounds it, never a signature's own.
+DERIVED_OUTCOMES = ("hf_model_unconfirmed",)
 # Outcomes a signature may name; the last two are what is left when none matches.
-SIGNATURE_OUTCOMES = OUTCOMES[:-2]
+SIGNATURE_OUTCOMES = tuple(o for o in OUTCOMES[:-2] if o not in DERIVED_OUTCOMES)
 
 # Outcomes of a process ended from outside, strongest evidence of why first: memory named
 # (kernel OOM killer, cgroup, Ray's memory monitor), then the scheduler's own message, then a
@@ -117,6 +123,9 @@ FATAL_LINE = re.compile(
     # an exception class named otherwise, raised from a package's `errors` / `exceptions` module
     # (`huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach …`, huggingface/kernels#553)
     r"|^(?:[a-z_][\w]*\.)+(?:errors|exceptions)\.[A-Z]\w*: \S"
+    # huggingface_hub's offline refusal, raised from its `utils._http` module in releases before `errors` existed
+    # (huggingface/optimum-neuron#535)
+    r"|\bOfflineModeIsEnabled: \S"
     # c10's CUDA check as the first line of the error's message, the RuntimeError's type cut off or printed on the line
     # above (c10/cuda/CUDAException.h: `CUDA error: {cudaGetErrorString}`; ROCm's hipified build: `HIP error: …`,
     # sgl-project/sglang#24011)
@@ -231,6 +240,12 @@ FATAL_LINE = re.compile(
     # srun failing to start a job step (SchedMD/slurm src/srun: `srun: error: Unable to create step for job N: Requested
     # node configuration is not available`, verl-project/verl#548): nothing of the job ran there
     r"|^srun: error: Unable to create step for job\b"
+    # Ray failing to set up an actor's runtime_env (pip / conda / working_dir): the actor is never created
+    # (src/ray/raylet/agent_manager.cc `Failed to create runtime env`, gcs_actor_scheduler.cc `… as the runtime environment
+    # setup failed`, the job's `runtime_env setup failed`; ray-project/ray#20483, #22472, #38312); the raylet's report that
+    # a worker process died before it registered (worker_pool.cc, RLinf/RLinf#227: the environment over ARG_MAX)
+    r"|\bFailed to create runtime env\b|\bruntime[_ ]env(?:ironment)? setup failed\b"
+    r"|\bhave not registered within the timeout\. The process is dead, probably it crashed during start\b"
     # NCCL's last connect retry (misc/socket.cc logs each at INFO: `socketPollConnect: connect returned No route to
     # host, retrying (34/34) after sleep for 3400 msec`); the connection fails after it (hiyouga/LlamaFactory#8045)
     r"|\bconnect returned [\w ]+, retrying \((\d+)/\1\)"
@@ -535,6 +550,25 @@ _CJK_PROSE_BEFORE = re.compile(
     # every position's look-ahead run to the line's end)
     r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)\b(?:\([^)\n]{0,200}\))?: \S)")
 
+# An exception the user quoted in their own words, in inline code or double quotes (`…it will trigger the following
+# error: \`AssertionError: Expects tensor to be on the compute device cuda:0, was on cpu.\``, verl-project/verl#4799;
+# `such as "omegaconf.errors.ConfigAttributeError: Key 'launch_reward_fn_async' is not in struct."`, cmu-l3/l1#21;
+# `reports an error: "ValueError: Please make sure to properly initialize your accelerator …"`, huggingface/trl#2329):
+# read as the exception on a line of its own. Only on a line no program printed (no logger head, time or process
+# prefix), and with words before the quote (a line that is the quote alone is read as it is).
+_QUOTED_EXCEPTION = re.compile(
+    r"(?<![^\s:(（,，])[`\"](?P<exc>(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)"
+    r"(?:\([^)\n]{0,200}\))?: [^`\"\n]{1,1500})[`\"]")
+
+
+def _quoted_exception(line: LogLine) -> str | None:
+    if line.level is not None or line.source is not None or line.timestamp is not None or TYPED_EXCEPTION.match(line.text):
+        return None
+    m = _QUOTED_EXCEPTION.search(line.text)
+    if m is None or not any(c.isalpha() for c in line.text[:m.start()]):
+        return None
+    return m.group("exc")
+
 
 def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int], tuple[str, ...]]]:
     """Error, notable and traceback-ending lines, deduplicated, with the frames each line ends."""
@@ -544,6 +578,8 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             continue
         if not line.text.isascii() and (m := _CJK_PROSE_BEFORE.match(line.text)):
             line = dataclasses.replace(line, text=line.text[m.end("prose"):])
+        elif ("`" in line.text or '"' in line.text) and (quoted := _quoted_exception(line)) is not None:
+            line = dataclasses.replace(line, text=quoted)
         lines.setdefault((line.path, line.line_no), line)
     # Match a traceback's final line to the error line it was also kept as (texts may be
     # capped at different lengths, so compare their starts).
@@ -1175,8 +1211,16 @@ class ErrorSignatures(Probe):
         details = _details(run, sig.outcome, same)
         if "confirm" in details:
             summary += f" To tell memory from a scheduler: {details['confirm']}."
+        outcome = sig.outcome
+        if outcome == "hf_model_not_found" and details.get("exists_here") is not True \
+                and len({m.line.source or rank_of(m.line) for m in same} - {None}) < 2:
+            # the catalog's cause is several processes reading files that exist: nothing here shows either
+            outcome = "hf_model_unconfirmed"
+            summary += (" Nothing here shows the model's files exist or several processes reading them at once: a wrong "
+                        "path, a gated or private repository, an offline setting or a stale cache give the same words.")
+            confidence = 0.6
         return self.observe(
-            sig.outcome,
+            outcome,
             summary,
             confidence,
             signature=sig.id,

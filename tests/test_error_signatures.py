@@ -159,6 +159,9 @@ CASES = [
     (
         "hf_model_not_found",
         "hf_config_missing",
+        # (two processes at once: the multi-node read the 004 guide describes)
+        "(MegatronTrainRayActor pid=2351) OSError: /root/Qwen3-4B does not appear to have a file named config.json. "
+        "Checkout 'https://huggingface.co//root/Qwen3-4B/tree/None' for available files.\n"
         "(MegatronTrainRayActor pid=2350) OSError: /root/Qwen3-4B does not appear to have a file named config.json. "
         "Checkout 'https://huggingface.co//root/Qwen3-4B/tree/None' for available files.\n",
         'does not appear to have',
@@ -221,6 +224,23 @@ def test_hf_model_not_found_says_whether_the_model_exists(tmp_path):
     assert obs.evidence["exists_here"] is True  # it exists: a concurrent read, not a wrong path
 
 
+def test_one_process_that_cannot_find_a_model_not_shown_to_exist_is_only_a_suspect(tmp_path, capsys):
+    # openvla/openvla#82 (a gated repository), xyz9911/FLAME#2 (an offline setting): the same words as a concurrent read
+    import json
+
+    from triage.cli import main
+
+    line = ("OSError: Can't load tokenizer for 'meta-llama/Llama-2-7b-hf'. If you were trying to load it from "
+            "'https://huggingface.co/models', make sure you don't have a local directory with the same name.\n")
+    obs = examine(tmp_path, line)
+    assert obs.outcome == "hf_model_unconfirmed" and "gated or private repository" in obs.summary
+    (tmp_path / "job.log").write_text(line, encoding="utf-8")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "inconclusive"
+    assert report["candidates"][0]["id"] == "fs.concurrent_hf_read" and report["candidates"][0]["supports"]
+
+
 def test_json_decode_error_outside_inductor_is_not_a_cache_problem(tmp_path):
     log = HEAD + (
         "(RolloutManager pid=2290) Traceback (most recent call last):\n"
@@ -258,7 +278,9 @@ def test_clean_log_is_none(tmp_path):
 
 def test_signature_table_covers_every_outcome():
     outcomes = {s.outcome for s in load_signatures()}
-    assert outcomes == set(ErrorSignatures.outcomes) - {"other_error", "none"}
+    from probes.error_signatures import DERIVED_OUTCOMES
+
+    assert outcomes == set(ErrorSignatures.outcomes) - {"other_error", "none", *DERIVED_OUTCOMES}
 
 
 def test_a_malformed_signature_table_is_refused_naming_the_entry():
@@ -471,8 +493,8 @@ FIELD_CASES = [
      "Last enqueued NCCL work: -1, last completed NCCL work: -1.\n"),  # sgl-project/sglang#10216
     # sched.time_limit under PBS / Torque (marbl/canu#1214)
     ("sched_ended", "=>> PBS: job killed: walltime 86415 exceeded limit 86400\n"),
-    # fs.concurrent_hf_read: huggingface_hub's own wording of the missing cached file (offline mode)
-    ("hf_model_not_found", "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache "
+    # fs.concurrent_hf_read's wording in huggingface_hub (offline mode); from one process, only a suspect
+    ("hf_model_unconfirmed", "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache "
      "and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.\n"),
     # engine.port_conflict as verl's SGLang replicas hit it (verl-project/verl#6448; c10d socket.cpp), already covered
     ("engine_port_conflict", "(SGLangHttpServer pid=3101) torch.distributed.DistNetworkError: The server socket has failed to "
@@ -556,6 +578,19 @@ FIELD_CASES = [
      "'LinearWithGradAccumulationAndAsyncCommunication'\n"),
     # transformers' generate with no pad token to pad a batch with (OpenGVLab/InternVL#1072)
     ("no_pad_token", "ValueError: If `eos_token_id` is defined, make sure that `pad_token_id` is defined.\n"),
+    # Ray's memory monitor in its first wording (ray-project/ray#27716)
+    ("host_oom_killed", "(raylet) [2022-08-10 11:35:04,123 E 123 123] node_manager.cc:2963: System memory low at node "
+     "with IP 172.17.0.2. Used memory (23.63GB) / total capacity (33.28GB) (0.709971) exceeds threshold 0.7, killing "
+     "latest task with name the_real_oom_actor:Leaker.__init__ to avoid running out of memory.\n"),
+    # verl's check of the installed vLLM against the ones its bundled copy supports (Zillwang/StepSearch#10), and
+    # transformers not holding a class the model's config names (QwenLM/Qwen3-VL#1201)
+    ("version_mismatch", "ValueError: vllm version 0.11.0 not supported. Currently supported versions are 0.3.1, 0.4.2, "
+     "0.5.4 and 0.6.3.\n"),
+    ("version_mismatch", "ValueError: Could not find Qwen2_5_VLVideoProcessor neither in <module "
+     "'transformers.models.qwen2_5_vl' from '/usr/lib/python3.10/site-packages/transformers/models/qwen2_5_vl/__init__.py'> "
+     "nor in <module 'transformers' from '/usr/lib/python3.10/site-packages/transformers/__init__.py'>!\n"),
+    # Ray's own version check raised as a bare Exception by older releases (ray-project/ray#1263)
+    ("version_mismatch", "Exception: Version mismatch: The cluster was started with:\n"),
     # vLLM's KV cache too small for one sequence of max_model_len, V0 without its ValueError (vllm-project/vllm#10517)
     ("cuda_oom", "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
      "cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n"),
@@ -1824,6 +1859,12 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     "srun: error: Unable to create step for job 4242: Requested node configuration is not available\n",
     "ArrowInvalid: Parquet magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.\n",
     "RuntimeError: CUDA error: unspecified launch failure\n",
+    # Ray's raylet failing to set up an actor's runtime_env (ray-project/ray#20483), and a runtime_env process's
+    # error under Ray's `(pid=runtime_env, ip=…)` prefix (ray-project/ray#38312)
+    '(raylet) [2021-11-17 10:00:00,000 E 1 1] agent_manager.cc:190: Failed to create runtime env: {"working_dir": '
+    '"s3://fake.zip"}, error message: not enough values to unpack (expected 2, got 1)\n',
+    "(pid=runtime_env, ip=192.168.1.100) ValueError: Local directory /tmp/ray/session_1/runtime_resources/pip/4950ef "
+    "for URI pip://4950ef does not exist on the cluster.\n",
 ])
 def test_a_refusal_that_ends_the_program_without_an_exception_type_is_its_crash(tmp_path, capsys, line):
     import json
@@ -1874,3 +1915,36 @@ def test_math_verify_timing_out_off_the_main_thread_is_the_reward_function(tmp_p
     assert "parsing_timeout=None" in obs.evidence["remedy"]
     # the same error in a program's own thread is not the reward's
     assert examine(tmp_path, block.replace("math_verify/utils.py", "myapp/timer.py")).outcome == "other_error"
+
+
+@pytest.mark.parametrize("line, exc", [
+    # verl-project/verl#4799 and huggingface/transformers#24874: inline code in the user's sentence
+    ("If a checkpoint is saved immediately after validation, it will trigger the following error: `AssertionError: "
+     "Expects tensor to be on the compute device cuda:0, was on cpu.`\n",
+     "AssertionError: Expects tensor to be on the compute device cuda:0, was on cpu."),
+    # cmu-l3/l1#21: double quotes
+    ("there are many errors reported, such as \"omegaconf.errors.ConfigAttributeError: Key 'launch_reward_fn_async' is "
+     "not in struct.\" Many keys are not in the structure.\n",
+     "omegaconf.errors.ConfigAttributeError: Key 'launch_reward_fn_async' is not in struct."),
+])
+def test_an_exception_the_user_quoted_in_a_sentence_is_read_as_the_error(tmp_path, line, exc):
+    obs = examine(tmp_path, line)
+    assert obs.outcome == "other_error" and obs.evidence["line"]["text"] == exc
+
+
+def test_a_quoted_exception_in_a_line_a_program_printed_is_not_lifted_out_of_it(tmp_path):
+    # a logger's hint that names an error it did not meet: its head says a program printed it
+    line = "2026-02-21 17:48:27 - INFO - trl.extras - if you see `KeyError: 'prompt'`, map the dataset's column first\n"
+    assert examine(tmp_path, line).outcome == "none"
+    assert examine(tmp_path, line.split(" - ", 3)[3]).outcome == "other_error"
+
+
+def test_ray_failing_to_rebuild_a_remote_exception_is_not_a_version(tmp_path):
+    # ray-project/ray#21075: the exception's class takes other arguments than its pickle gives ("it will fail on
+    # builtin pickle", ray-project/ray#52660)
+    log = ("2021-12-14 06:25:27,441 ERROR serialization.py:270 -- Failed to unpickle serialized exception\n"
+           "Traceback (most recent call last):\n"
+           '  File "/home/ray/anaconda3/lib/python3.7/site-packages/ray/exceptions.py", line 32, in from_bytes\n'
+           "    return pickle.loads(ray_exception.serialized_exception)\n"
+           "TypeError: __init__() missing 5 required positional arguments: 'url', 'code', 'msg', 'hdrs', and 'fp'\n")
+    assert examine(tmp_path, log).outcome == "other_error"

@@ -239,6 +239,16 @@ def test_bare_prints_of_slime_v0_1_and_rank_prefixes(tmp_path):
     assert ix.first_timestamp is None
 
 
+def test_a_slime_record_pasted_without_its_time_is_still_a_record(tmp_path):
+    # NovaSky-AI/SkyRL#1864 pasted `model.py:660 - step 1: {…}`, the `[time]` trimmed off
+    text = ("model.py:660 - step 1: {'train/loss': 0.0006, 'train/ppo_kl': -0.2024, 'train/kl_loss': 0.6256}\n"
+            "INFO model.py:660 - step 2: {'train/loss': 0.0005, 'train/ppo_kl': -0.1, 'train/kl_loss': 0.5}\n")
+    ix = scan_logs([write(tmp_path, text)])
+    assert ix.metrics.first("step") == (1, {"train/loss": 0.0006, "train/ppo_kl": -0.2024, "train/kl_loss": 0.6256})
+    steps, loss = ix.metrics.series("step", "train/loss")
+    assert list(steps) == [1, 2] and list(loss) == [0.0006, 0.0005]
+
+
 def test_checkpoint_not_found_and_nan_skip_lines(tmp_path):
     text = "\n".join([
         A + "WARNING: could not find the metadata file /root/ckpt/latest_checkpointed_iteration.txt",

@@ -285,7 +285,7 @@ _BARE_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3})*m")
 # (an actor's name may hold one pair of parentheses of its own: ROLL's `(ActorWorker(actor_train-1) pid=18175, ip=…)`,
 # alibaba/ROLL#193; vLLM's multiprocessing workers put their rank before the pid, `(VllmWorker rank=7 pid=240)`:
 # vllm/v1/executor/multiproc_executor.py, vllm-project/vllm#18446)
-_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
+_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=(?:\d+|[a-z_]+)(?:, ip=[^)\s]+)?)\) ?"
 _TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
 _SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
 _RAY_PREFIX = re.compile(_SRC)
@@ -326,6 +326,9 @@ _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 # `[default7]:[rank7]: KeyError: 'state'`, NVIDIA/Megatron-LM#3885)
 _RANK_PREFIX = re.compile(r"(?:\[default\d+\]:)?\[(?P<rank>(?:default)?rank\d+)\]:\s?")
 _SLIME_FMT = re.compile(_SLIME_HEAD)
+# slime's logger head without its `[time]` (a paste that trimmed it: `model.py:660 - step 1: {…}`, NovaSky-AI/SkyRL#1864),
+# read only before a metric record
+_BARE_SLIME_HEAD = re.compile(r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) )?[\w.-]+\.py:\d+ - ")
 _FAST_SLIME = re.compile(f"(?:{_SRC})?{_SLIME_HEAD}")
 _BRACKET_TS = re.compile(r"\[" + _TS + r"(?P<tag>[^\]]*)\] ?")
 _BRACKET_LEVEL = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
@@ -1290,6 +1293,8 @@ class _FileScan:
 
         if marks & _METRIC_MARK and ": {" in msg:
             m = _METRIC.match(msg)
+            if m is None and (head := _BARE_SLIME_HEAD.match(msg)):
+                m = _METRIC.match(msg, head.end())  # slime's record with its time trimmed off the paste
             if m:
                 if line.fmt is None:
                     ix.votes["bare_metrics"] += 1
