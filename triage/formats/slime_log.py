@@ -285,7 +285,7 @@ _BARE_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3})*m")
 # (an actor's name may hold one pair of parentheses of its own: ROLL's `(ActorWorker(actor_train-1) pid=18175, ip=…)`,
 # alibaba/ROLL#193; vLLM's multiprocessing workers put their rank before the pid, `(VllmWorker rank=7 pid=240)`:
 # vllm/v1/executor/multiproc_executor.py, vllm-project/vllm#18446)
-_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=(?:\d+|[a-z_]+)(?:, ip=[^)\s]+)?)\) ?"
+_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
 _TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
 _SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
 _RAY_PREFIX = re.compile(_SRC)
@@ -886,6 +886,11 @@ def split_line(raw: str) -> _Line:
     source = None
     if text.startswith("("):
         m = _RAY_PREFIX.match(text)
+        if m is None and text.startswith("(pid=") and text[5:6].isalpha():
+            # Ray's prefix of its own system processes names the process where a worker's names its pid
+            # (`(pid=gcs_server)`, `(pid=runtime_env, ip=…)`, ray-project/ray#38312): read as the process's name
+            m = _RAY_PREFIX.match("(" + text[5:])
+            text = "(" + text[5:] if m else text
         if m:
             source = m.group("src")
             text = strip_nested_processes(text[m.end():])
