@@ -176,7 +176,6 @@ class WatchdogReports(Probe):
             reports=[r.describe() for r in rs],
         )
 
-
     def _wrapper_report(self, lines: list[LogLine]) -> Observation | None:
         """PyTorch's own comparison of the ranks' collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL), when it raised."""
         for line in lines:

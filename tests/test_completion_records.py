@@ -102,6 +102,7 @@ def test_responses_that_hold_their_label_and_score_0_are_a_broken_reward_functio
 
 @pytest.mark.parametrize("name, text", [
     ("5.jsonl", '{"step": 5, "loss": 0.3}\n'),  # another program's numbered file
+    ("7.jsonl", '{"output": "fine", "step": "nan", "score": "inf"}\n'),  # values no step or reward can be made of
     ("completions.jsonl", '{"step": ["1"], "prompt": ["What is'),  # ms-swift stopped mid-write
 ])
 def test_a_file_named_like_completions_that_holds_none_is_skipped_not_refused(tmp_path, capsys, name, text):

@@ -23,6 +23,7 @@ samples and `MAX_BYTES` read of a file.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -79,9 +80,9 @@ def _text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(m, dict) for m in value):
-        parts = [m.get("content") for m in value]
-        if all(isinstance(p, str) for p in parts):
-            return "\n".join(parts)  # type: ignore[arg-type]
+        parts = [m["content"] for m in value if isinstance(m.get("content"), str)]
+        if len(parts) == len(value):
+            return "\n".join(parts)
     if isinstance(value, dict) and isinstance(value.get("content"), str):
         return value["content"]
     return None
@@ -93,9 +94,9 @@ def _sample(row: dict[str, Any]) -> dict[str, Any] | None:
     if response is None:
         return None
     sample: dict[str, Any] = {"prompt": _text(_first(row, _PROMPT)) or "", "response": response}
-    total = _first(row, _TOTAL_REWARD)
-    if _number(total) is not None:
-        sample["reward"] = _number(total)
+    total = _number(_first(row, _TOTAL_REWARD))
+    if total is not None:
+        sample["reward"] = total
     else:
         # one column per reward function (TRL, ms-swift): kept by name, as slime keeps a dict reward
         parts = {k: _number(v) for k, v in row.items() if k not in _NOT_REWARD and _number(v) is not None}
@@ -104,9 +105,9 @@ def _sample(row: dict[str, Any]) -> dict[str, Any] | None:
     label = _first(row, _LABEL)
     if isinstance(label, (str, int, float)) and not isinstance(label, bool):
         sample["label"] = str(label)
-    step = _first(row, _STEP)
-    if _number(step) is not None:
-        sample["step"] = int(_number(step))  # type: ignore[arg-type]
+    step = _number(_first(row, _STEP))
+    if step is not None and math.isfinite(step):
+        sample["step"] = int(step)
     return sample
 
 
