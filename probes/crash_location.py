@@ -183,10 +183,20 @@ def _is_cascade(chain: Chain) -> bool:
     return bool(CASCADE_TYPES.match(root.short_type) or CASCADE_TEXT.search(root.message) or root.is_wrapper)
 
 
-def _order(run: Run, chain: Chain) -> tuple[int, int]:
+def _position(run: Run, path: str, line_no: int) -> tuple[int, int]:
+    """Where a line stands among the run's logs: (its log's place, its line)."""
     files = [str(p) for p in run.artifacts.logs]
-    pos = files.index(chain.path) if chain.path in files else len(files)
-    return pos, chain.root.line_no
+    return (files.index(path) if path in files else len(files)), line_no
+
+
+def _order(run: Run, chain: Chain) -> tuple[int, int]:
+    return _position(run, chain.path, chain.root.line_no)
+
+
+def _own_error_lines(run: Run) -> list[tuple[LogLine, tuple[int, int], tuple[str, ...]]]:
+    """The fatal lines that are a process's own error: not a traceback cut before its exception (which holds no
+    error line of its own), not a report that another process died."""
+    return [f for f in scan(run.log).fatal_lines if not cut_traceback_line(f[0]) and not CONSEQUENCE_LINE.search(f[0].text)]
 
 
 def _group_evidence(g: ChainGroup) -> dict[str, Any]:
@@ -400,17 +410,14 @@ class CrashLocation(Probe):
 
     @staticmethod
     def _first_error_line_before(run: Run, chain: Chain) -> bool:
-        """Whether a fatal error line that reports no other process's death comes before `chain`'s exception."""
-        files = [str(p) for p in run.artifacts.logs]
+        """Whether a process's own error line comes before `chain`'s exception."""
         at = _order(run, chain)
-        return any((files.index(f[0].path) if f[0].path in files else len(files), f[0].line_no) < at
-                   for f in scan(run.log).fatal_lines
-                   if not cut_traceback_line(f[0]) and not CONSEQUENCE_LINE.search(f[0].text))
+        return any(_position(run, f[0].path, f[0].line_no) < at for f in _own_error_lines(run))
 
     def _fatal_line_only(self, run: Run, base: dict[str, Any]) -> Observation:
         # (a traceback cut before its exception line holds no error line of its own)
         every = [f for f in scan(run.log).fatal_lines if not cut_traceback_line(f[0])]
-        fatal = [f for f in every if not CONSEQUENCE_LINE.search(f[0].text)]
+        fatal = _own_error_lines(run)
         if not fatal:
             if every:  # only a report that another process failed (a worker that died, a launcher's summary)
                 line = min(every, key=lambda f: f[1])[0]

@@ -182,9 +182,7 @@ def load_completion_record(path: Path) -> tuple[int | None, list[dict[str, Any]]
     data = _read(path)
     name = path.name
     if name == SWIFT_FILE:
-        rollout_id, samples = _swift(path, data)
-        if samples and rollout_id is not None:
-            samples = [s for s in samples if s.get("step", rollout_id) == rollout_id]
+        rollout_id, samples = _swift(path, data)  # (its first line is its first step's table)
     elif WANDB_TABLE.match(name):
         rollout_id, samples = _wandb_table(path, data)
     else:

@@ -92,6 +92,53 @@ ECHO_ABSOLUTE_TOLERANCE = 1e-4
 # the line's own format: `…6.74s/it][INFO|2024-12-08 01:10:34] llamafactory.train.callbacks:157 >> {`)
 _LOGGER_BEFORE_DICT = re.compile(r"\] [\w.]+:\d+ >> $| - (?:INFO|DEBUG|WARNING) - [\w.]+ - $")
 
+# Error wordings that hold none of the error words below, each both an error word and a marker of its own in
+# the scan's first automaton (_SPILLED), where a marker that holds no shorter one costs a few ms per 128 MB
+# of the benchmark log.
+SPILLED_ERROR_WORDS: tuple[str, ...] = (
+    # vLLM's scheduler refusing a prompt longer than max_model_len (core/scheduler.py, v1/core/sched/scheduler.py:
+    # `Input prompt (N tokens) is too long and exceeds limit of M`, a warning; huggingface/trl#3180)
+    "exceeds limit of",
+    # bash's `Killed` in a Chinese locale (a job the OOM killer ended: danijar/dreamerv3#203)
+    "已杀死",
+    # TRL's batch refusal and NeMo-RL's GPU count, pasted without their exception type (modelscope/ms-swift#3980:
+    # `The global train batch size (1 x 1) must be evenly divisible by the number of generations per prompt (1).`;
+    # NVIDIA-NeMo/RL#271: `Not enough GPUs available. Requested 16 GPUs, but only 8 are available in the cluster.`)
+    "must be evenly divisible", "Not enough GPUs available",
+    # a constructor's refusal pasted without `TypeError:` (dongyh20/Insight-V#6: `DPOTrainer.__init__() got an
+    # unexpected keyword argument 'gamma'`)
+    "got an unexpected keyword argument",
+    # torch elastic's agent receiving SIGTERM, printed as its number in some versions
+    # (torch/distributed/elastic/agent/server/api.py: `Received 15 death signal, shutting down workers`)
+    "15 death signal",
+    # Ascend HCCL's port taken (CANN error EJ0003: `Failed to bind the IP port. Reason: The IP address and port have
+    # been bound already.`, vllm-project/vllm-ascend#405), a line of torch_npu's multi-line RuntimeError
+    "Failed to bind the IP port",
+    # a ModuleNotFoundError pasted without its type (unslothai/unsloth#6385)
+    "No module named '",
+    # Hydra's short report of an override the config does not take, printed without an exception type unless
+    # HYDRA_FULL_ERROR=1 (hydra/_internal/config_loader_impl.py: `Could not override 'a.b.n'.`; verl-project/verl#4262,
+    # PRIME-RL/TTRL#24), its `Could not append to config. An item is already at 'a.b'.` (verl-project/verl#820) and
+    # OmegaConf's `Key 'dim_x' is not in struct` (mll-lab-nu/RAGEN#49)
+    "Could not override '", "Could not append to config", "is not in struct",
+    # nvidia-smi's `Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to
+    # recover this GPU` (JosephKJ/OWOD#81), Colab's `Your session crashed after using all available RAM.`
+    # (unslothai/unsloth#1860) and the kubelet's `The node had condition: [DiskPressure]. ` (operate-first/apps#1352).
+    # The three cost 5 ms of the search per 128 MB of the benchmark log (0.036 s to 0.042 s)
+    "GPU is lost", "Your session crashed", "Pressure].",
+    # dlopen's `PATH.so: undefined symbol: _Z…` on the line under transformers' lazy-import wrapper (OpenRLHF/
+    # OpenRLHF#355); vLLM V0's `The model's max seq len (29000) is larger than the maximum number of tokens that can be
+    # stored in KV cache (23648).` logged without its ValueError (vllm-project/vllm#10517); setuptools' pkg_resources
+    # refusing a requirement (`pkg_resources.DistributionNotFound: The 'transformers<4.45,>=4.33' distribution was not
+    # found and is required by ms-swift`, QwenLM/Qwen3-VL#84; `VersionConflict`); torch's `Unexpected key(s) in
+    # state_dict: "…_extra_state"` pasted without the RuntimeError above it (NVIDIA/Megatron-LM#900)
+    "undefined symbol", "stored in KV cache", "DistributionNotFound", "VersionConflict", "key(s) in state_dict",
+    # pyarrow's ArrowInvalid (policy-gradient/GRPO-Zero#1), NVML's `Failed to initialize NVML: Driver/library version
+    # mismatch` (mozilla/translations#1167) and torch's `UserWarning: CUDA initialization: The NVIDIA driver on your
+    # system is too old` (IEIT-Yuan/Yuan-2.0#65; older torch put it on the line under a bare `AssertionError:`)
+    "ArrowInvalid", "library version mismatch", "driver on your system is too old",
+)
+
 # Error words, matched against a line's message. Broad on purpose: a probe decides
 # what a line means, the scan only must not miss it.
 ERROR_WORDS: tuple[str, ...] = (
@@ -128,27 +175,11 @@ ERROR_WORDS: tuple[str, ...] = (
     # `Received sigquit from a child process. It usually means the child failed.` (entrypoints/engine.py,
     # sgl-project/sglang#3685), logged without a level word
     "sigquit from a child",
-    # vLLM's scheduler refusing a prompt longer than max_model_len (core/scheduler.py, v1/core/sched/scheduler.py:
-    # `Input prompt (N tokens) is too long and exceeds limit of M`), logged as a warning
-    "exceeds limit of", "已杀死",
-    # TRL's batch refusal and NeMo-RL's GPU count, printed without their exception type (_SPILLED)
-    "must be evenly divisible", "Not enough GPUs available", "got an unexpected keyword argument",
-    # torch elastic's agent receiving SIGTERM printed as its number (`Received 15 death signal`, _SPILLED)
-    "15 death signal",
-    # Hydra's and OmegaConf's short report of an override the config does not take (_SPILLED)
-    "Could not override '", "Failed to bind the IP port", "No module named '",
-    # nvidia-smi's lost GPU, Colab's notice of a runtime out of RAM and Kubernetes' eviction for a node's
-    # disk or memory pressure (probes/signatures.yaml; _SPILLED)
-    "GPU is lost", "Your session crashed", "Pressure].",
     # Megatron's exit on a --load with no checkpoint (`>> '--exit-on-missing-checkpoint' set ... exiting. <<`,
     # found by the `xit` marker)
     "exit-on-missing-checkpoint",
-    # dlopen's error on a line of its own, vLLM V0's KV cache too small for one sequence, pkg_resources' version
-    # refusals, torch's state_dict key lists and OmegaConf's refusals of a key, each printed without an error word
-    # on the line (probes/signatures.yaml; _SPILLED)
-    "undefined symbol", "stored in KV cache", "DistributionNotFound", "VersionConflict", "key(s) in state_dict",
-    "Could not append to config", "is not in struct", "ArrowInvalid", "library version mismatch",
-    "driver on your system is too old",
+    # the wordings no error word above finds, each its own marker of the scan's first automaton (_SPILLED)
+    *SPILLED_ERROR_WORDS,
 )
 
 # What the chunk search looks for (bytes, case-sensitive), and which checks a hit calls
@@ -167,62 +198,13 @@ ERROR_WORDS: tuple[str, ...] = (
 # benchmark log), and each such hit cost a step of the Python loop.
 _METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK = 1, 2, 4, 8, 16
 _SPILLED: tuple[tuple[bytes, int], ...] = (
-    (b"exceeds limit of", _ERROR_MARK),
+    *((word.encode(), _ERROR_MARK) for word in SPILLED_ERROR_WORDS),
     # vLLM's own report of what a sleep left on the GPU (v1/worker/gpu_worker.py: `Sleep mode freed 43.82 GiB memory,
     # 4.11 GiB memory is still in use.`), one line per sleep of a colocated engine (NVIDIA-NeMo/RL#2619)
     (b"Sleep mode freed", _OTHER_MARK),
-    # bash's `Killed` in a Chinese locale (a job the OOM killer ended: danijar/dreamerv3#203)
-    ("已杀死".encode(), _ERROR_MARK),
-    # TRL's batch refusal and NeMo-RL's GPU count, pasted without their exception type (modelscope/ms-swift#3980:
-    # `The global train batch size (1 x 1) must be evenly divisible by the number of generations per prompt (1).`;
-    # NVIDIA-NeMo/RL#271: `Not enough GPUs available. Requested 16 GPUs, but only 8 are available in the cluster.`)
-    (b"must be evenly divisible", _ERROR_MARK),
-    (b"Not enough GPUs available", _ERROR_MARK),
-    # a constructor's refusal pasted without `TypeError:` (dongyh20/Insight-V#6: `DPOTrainer.__init__() got an
-    # unexpected keyword argument 'gamma'`)
-    (b"got an unexpected keyword argument", _ERROR_MARK),
     # torch's warning for a std / var over one element (aten ReduceOps.cpp: `std(): degrees of freedom is <= 0`):
     # a GRPO group of a single sample (FanqingM/MM-Eureka-V0#14, lzhxmu/CPPO#3)
     (b"degrees of freedom is <= 0", _OTHER_MARK),
-    # torch elastic's agent receiving SIGTERM, printed as its number in some versions
-    # (torch/distributed/elastic/agent/server/api.py: `Received 15 death signal, shutting down workers`)
-    (b"15 death signal", _ERROR_MARK),
-    # Hydra's short report of an override the config does not take, printed without an exception type unless
-    # HYDRA_FULL_ERROR=1 (hydra/_internal/config_loader_impl.py: `Could not override 'a.b.n'.`, then OmegaConf's
-    # `Key 'n' is not in struct`; verl-project/verl#4262, PRIME-RL/TTRL#24)
-    # Ascend HCCL's port taken (CANN error EJ0003: `Failed to bind the IP port. Reason: The IP address and port have
-    # been bound already.`, vllm-project/vllm-ascend#405), a line of torch_npu's multi-line RuntimeError
-    (b"Failed to bind the IP port", _ERROR_MARK),
-    (b"No module named '", _ERROR_MARK),  # (a ModuleNotFoundError pasted without its type: unslothai/unsloth#6385)
-    (b"Could not override '", _ERROR_MARK),
-    # nvidia-smi's `Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to
-    # recover this GPU` (JosephKJ/OWOD#81), Colab's `Your session crashed after using all available RAM.`
-    # (unslothai/unsloth#1860) and the kubelet's `The node had condition: [DiskPressure]. ` (operate-first/apps#1352).
-    # The three cost 5 ms of the search per 128 MB of the benchmark log (0.036 s to 0.042 s)
-    (b"GPU is lost", _ERROR_MARK),
-    (b"Your session crashed", _ERROR_MARK),
-    (b"Pressure].", _ERROR_MARK),
-    # dlopen's `PATH.so: undefined symbol: _Z…` on the line under transformers' lazy-import wrapper (OpenRLHF/
-    # OpenRLHF#355); vLLM V0's `The model's max seq len (29000) is larger than the maximum number of tokens that can be
-    # stored in KV cache (23648).` logged without its ValueError (vllm-project/vllm#10517); setuptools' pkg_resources
-    # refusing a requirement (`pkg_resources.DistributionNotFound: The 'transformers<4.45,>=4.33' distribution was not
-    # found and is required by ms-swift`, QwenLM/Qwen3-VL#84; `VersionConflict`); torch's `Unexpected key(s) in
-    # state_dict: "…_extra_state"` pasted without the RuntimeError above it (NVIDIA/Megatron-LM#900); OmegaConf's
-    # `Key 'dim_x' is not in struct` and Hydra's `Could not append to config. An item is already at 'a.b'.`
-    # (mll-lab-nu/RAGEN#49, verl-project/verl#820)
-    (b"undefined symbol", _ERROR_MARK),
-    (b"stored in KV cache", _ERROR_MARK),
-    (b"DistributionNotFound", _ERROR_MARK),
-    (b"VersionConflict", _ERROR_MARK),
-    (b"key(s) in state_dict", _ERROR_MARK),
-    (b"Could not append to config", _ERROR_MARK),
-    (b"is not in struct", _ERROR_MARK),
-    # pyarrow's ArrowInvalid (policy-gradient/GRPO-Zero#1), NVML's `Failed to initialize NVML: Driver/library version
-    # mismatch` (mozilla/translations#1167) and torch's `UserWarning: CUDA initialization: The NVIDIA driver on your
-    # system is too old` (IEIT-Yuan/Yuan-2.0#65; older torch put it on the line under a bare `AssertionError:`)
-    (b"ArrowInvalid", _ERROR_MARK),
-    (b"library version mismatch", _ERROR_MARK),
-    (b"driver on your system is too old", _ERROR_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (

@@ -324,7 +324,7 @@ class _Walk:
             found.trainer_states.append(path)
         elif name.endswith(".pt") and here.name == "rollout_data":
             found.rollout_dumps.append(path)
-        elif (name.endswith(".jsonl") or name.endswith(".table.json")) and is_completion_record(path):
+        elif is_completion_record(path):
             # the completions ms-swift, verl and TRL (through W&B) keep of their rollouts
             found.rollout_dumps.append(path)
         elif name.endswith(".pt") and here.name == "train_data":
