@@ -36,6 +36,16 @@ def test_a_folder_with_no_run_in_it_is_refused_in_one_line(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def test_a_launch_script_cut_before_its_command_is_named_in_the_refusal(tmp_path, capsys):
+    # THUDM/slime#1237: the pasted run.sh ends at its `mkdir -p` lines, before any training argument
+    (tmp_path / "run.sh").write_text("#!/bin/bash\nset -ex\nexport CUDA_VISIBLE_DEVICES=0,1\nnum_gpus=2\n"
+                                     "mkdir -p $ckpt_save_folder\n")
+    code = main(["run", str(tmp_path), "--no-cache"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "run.sh held no metric record, argument" in err and "no file" not in err
+
+
 def test_a_log_with_only_the_arguments_block_is_inconclusive_and_says_no_metric_was_read(tmp_path, capsys):
     log = slime_metrics_log(noisy_series(3), dict(SLIME_ARGS))
     log.lines = [line for line in log.lines if not any(f" - {k} " in line for k in ("step", "rollout", "perf"))]

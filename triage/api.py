@@ -64,11 +64,11 @@ def triage_run(
     started = time.perf_counter()
     graph = graph or load_graph()
     if not recognisable(run):
-        files = ", ".join(str(p.relative_to(run.root)) if p.is_relative_to(run.root) else p.name
-                          for p in run.artifacts.logs[:3])
+        read = run.artifacts.logs + run.artifacts.launch_scripts + run.artifacts.configs + run.artifacts.python_configs
+        files = ", ".join(str(p.relative_to(run.root)) if p.is_relative_to(run.root) else p.name for p in read[:3])
         ignored = any("Exception ignored in" in text for text in run.pastes.values()) if run.artifacts.logs else False
         where = "the pasted fragment" if getattr(run, "is_fragment", False) else str(run.root)
-        raise BadInput(f"nothing in {where} reads as a training run: {files or 'no file'} held no metric record, "
+        raise BadInput(f"nothing in {where} reads as a training run: {files or 'it'} held no metric record, "
                        "argument, traceback, error line, timestamp or framework marker that the triage reads"
                        + (" (its traceback is one Python reported under `Exception ignored in` and went on from, "
                           "as at a clean shutdown)" if ignored else "")
