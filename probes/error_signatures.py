@@ -78,6 +78,7 @@ OUTCOMES = (
     "weight_update_refused",
     "reward_fn_failed",
     "port_unreachable",
+    "server_unavailable",
     "hf_config_mismatch",
     # transformers' "cannot find the model" from one process, of a model not shown to exist: a wrong path, a gated repo,
     # an offline setting or a stale cache word it the same (openvla/openvla#82, xyz9911/FLAME#2, lllyasviel/FramePack#66),
@@ -138,6 +139,9 @@ FATAL_LINE = re.compile(
     # also below a traceback whose head the paste cut off (modelscope/ms-swift#4418: `[rank1]: AssertionError`)
     r"|^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\s*$"
     r"|Fatal Python error"
+    # vLLM's multiprocessing worker, the exception's message before its traceback on one line (`Exception in worker
+    # VllmWorkerProcess while processing method M: <message>, Traceback …`, vllm-project/vllm#5531)
+    r"|\bException in worker \S+ while processing method \w+: \S"
     # abseil's failure signal handler (Ray's workers install it): `*** SIGABRT received at time=1773825404 on cpu 49 ***`
     # (verl-project/verl#5659, after `Cannot load symbol cublasLtGetVersion`)
     r"|\*\*\* SIG[A-Z]+ received at time=\d+"
@@ -308,6 +312,8 @@ class Signature:
     # context that rules the entry out (in the same scope as `context`): the same words from another
     # component (an SGLang server's own port, not torch.distributed's rendezvous)
     unless: tuple[re.Pattern[str], ...] = ()
+    # every context pattern must hold (each on some text of the scope), not any one of them
+    context_all: bool = False
 
     def excluded(self, texts: Iterable[str]) -> bool:
         return bool(self.unless) and any(p.search(t) for t in texts for p in self.unless)
@@ -328,6 +334,9 @@ class Signature:
     def context_holds(self, texts: Iterable[str]) -> bool:
         if not self.context:
             return True
+        if self.context_all:
+            texts = list(texts)
+            return all(any(p.search(t) for t in texts) for p in self.context)
         return any(p.search(t) for t in texts for p in self.context)
 
 
@@ -475,6 +484,7 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
                 remedy=entry.get("remedy", ""),
                 flags=tuple(flags),
                 unless=_compile(sid, "unless", entry.get("unless")),
+                context_all=bool(entry.get("context_all", False)),
             )
         )
     return tuple(out)
@@ -957,10 +967,11 @@ _TRL_TRAINER = re.compile(r"'\w*Trainer' object has no attribute|\w+Trainer\.(?!
 _SUMMARY = {
     "cuda_oom": "CUDA out of memory",
     "host_oom_killed": "the host ran out of RAM and a process was killed",
-    "nccl_abort": "an NCCL collective was aborted or timed out",
+    "nccl_abort": "a collective (NCCL, or gloo on CPU) was aborted or timed out",
     "illegal_memory_access": "CUDA reported an illegal memory access",
     "engine_port_conflict": "a server could not be reached or could not bind its port",
     "port_unreachable": "a client could not reach a server on its own node (loopback)",
+    "server_unavailable": "the rollout server (or its router) answered 503: nothing healthy behind it took the request",
     "inductor_cache": "torch.compile hit a corrupt inductor cache entry (JSONDecodeError)",
     "hf_model_not_found": "transformers could not find the model or its config",
     "no_pad_token": "the tokenizer has no padding token",
@@ -992,8 +1003,16 @@ def cut_traceback_line(line: LogLine) -> bool:
     `Error executing job with overrides: […]` is such a header too: Hydra prints the exception under
     it, so one still standing alone (`_headers_give_way`) had its error cut off (verl-project/verl#1929)."""
     text = line.text.strip()
+    if "Traceback (most recent call last):" in text and _MESSAGE_BEFORE_HEADER.search(text):
+        return False  # the error's message came first, on the header's own line
     # (a progress bar's leftovers may follow the header on its line: OpenRLHF/OpenRLHF#95)
     return not text or "Traceback (most recent call last):" in text or text.startswith("Error executing job with overrides: ")
+
+
+# vLLM's multiprocessing worker writes the exception's message before its traceback on one line
+# (vllm/executor/multiproc_worker_utils.py _run_worker_process: `Exception in worker %s while processing
+# method %s: %s, %s` with the error and traceback.format_exc(); vllm-project/vllm#5531)
+_MESSAGE_BEFORE_HEADER = re.compile(r"while processing method \w+: \S.*?, Traceback \(most recent call last\):")
 
 
 def _envelope_of(cut: Chain | None, line: LogLine) -> bool:

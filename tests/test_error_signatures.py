@@ -342,7 +342,8 @@ FIELD_CASES = [
     ("connection_closed", "[rank3]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
      "[10.0.0.7]:29500\n"),  # torchrun / TRL
     ("network_failure", "socket.gaierror: [Errno -2] Name or service not known\n"),  # OpenRLHF vllm_engine host lookup
-    ("network_failure", "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: http://10.0.0.3:30000/generate\n"),
+    # a 503 came from a server that was reached: why it had nothing to serve with is not in the words
+    ("server_unavailable", "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: http://10.0.0.3:30000/generate\n"),
     # infra.gpu_fault
     ("gpu_fault", "(MegatronTrainRayActor pid=2345, ip=10.0.0.12) RuntimeError: CUDA error: uncorrectable ECC error encountered\n"),
     ("gpu_fault", "NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, name=python3, GPU has fallen off the bus.\n"),
@@ -594,6 +595,29 @@ FIELD_CASES = [
     # vLLM's KV cache too small for one sequence of max_model_len, V0 without its ValueError (vllm-project/vllm#10517)
     ("cuda_oom", "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
      "cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n"),
+    # gloo's recv timeout, written by vLLM before the word Traceback on its worker's error line (vllm-project/vllm#5531)
+    ("nccl_abort", "(VllmWorkerProcess pid=73) ERROR 06-13 01:30:49 multiproc_worker_utils.py:225] Exception in worker "
+     "VllmWorkerProcess while processing method start_worker_execution_loop: [../third_party/gloo/gloo/transport/tcp/"
+     "unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete, Traceback (most recent call last):\n"),
+    # the engine's own loader failing under a weight update on a parameter it re-made after loading (NVIDIA-NeMo/RL#275)
+    ("weight_update_refused", "(VllmGenerationWorker pid=270812) Traceback (most recent call last):\n"
+     '(VllmGenerationWorker pid=270812)   File "/work/nemo_reinforcer/models/generation/vllm_backend.py", line 72, in '
+     "update_weights_from_ipc_handles\n"
+     "(VllmGenerationWorker pid=270812)     self.model_runner.model.load_weights(weights=weights)\n"
+     '(VllmGenerationWorker pid=270812)   File "/venv/lib/python3.12/site-packages/vllm/model_executor/models/'
+     'deepseek_v2.py", line 801, in load_weights\n'
+     "(VllmGenerationWorker pid=270812)     weight_loader = param.weight_loader\n"
+     "(VllmGenerationWorker pid=270812) AttributeError: 'Parameter' object has no attribute 'weight_loader'\n"),
+    # vLLM's fused-MoE loader on an expert weight the engine re-laid out after loading: only an update meets it
+    # (verl-project/verl#7987)
+    ("weight_update_refused", "ValueError: shard_dim=0 is not a valid data dimension for a 3D tensor (expected 1 or 2)\n"),
+    # SGLang's wait for a free port, given up after 30 s: two servers on one node took one port_base (ishandhanani/srt-slurm#147)
+    ("engine_port_conflict", "ValueError: port_base at 30234 is not available in 30 seconds. port_base is used by a "
+     "process already. process.name()='python3'\n"),
+    # vLLM's own check of its placement group, raised (vllm-project/vllm#2416) and, before 0.3, of the cluster
+    ("insufficient_gpus", "ValueError: The number of required GPUs exceeds the total number of available GPUs in the "
+     "placement group.\n"),
+    ("insufficient_gpus", "ValueError: The number of required GPUs exceeds the total number of available GPUs in the cluster.\n"),
 ]
 
 
@@ -649,6 +673,17 @@ def test_an_illegal_memory_access_the_trainer_raised_is_no_engine_out_of_memory(
 
 # Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
 NEAR_MISSES = [
+    # the same loader failing while the engine loads its checkpoint at start: no weight update is in the frames
+    ("weight_update_refused", "Traceback (most recent call last):\n"
+     '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/default_loader.py", line 269, in '
+     "load_model\n"
+     "    loaded_weights = model.load_weights(self.get_all_weights(model_config, model))\n"
+     '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/models/deepseek_v2.py", line 801, in load_weights\n'
+     "    weight_loader = param.weight_loader\n"
+     "AttributeError: 'Parameter' object has no attribute 'weight_loader'\n"),
+    # vLLM >= 0.5 warns with the same words and then waits for the placement group, which may still come
+    ("insufficient_gpus", "WARNING 03-18 11:21:32 ray_utils.py:320] The number of required GPUs exceeds the total number "
+     "of available GPUs in the placement group.\n"),
     # a function that is no reward function missing an argument is the caller's own bug
     ("reward_fn_failed", "TypeError: train() missing 1 required positional argument: 'cfg'\n"),
     # the `raise` statement above the exception it raised is code: its template's words are not the error's
@@ -1464,6 +1499,29 @@ def test_a_server_that_crashed_first_explains_its_clients_loopback_timeout(tmp_p
     obs = examine(tmp_path, log)
     assert obs.outcome == "other_error", obs.summary
     assert obs.evidence["line"]["where"].endswith("job.log:4")
+
+
+def test_an_engine_that_died_first_explains_the_routers_503(tmp_path):
+    # the router answers 503 once its engines are gone: the engine's own error is the first and decides
+    log = ("(SGLangEngine pid=77) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+           "total capacity of 79.11 GiB of which 1.02 GiB is free.\n"
+           "(RolloutManager pid=519445) Error: Server error '503 Service Unavailable' for url 'http://10.78.210.151:4674/generate'\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "cuda_oom", obs.summary
+
+
+def test_vllms_worker_error_written_before_its_traceback_is_not_a_cut_traceback(tmp_path):
+    # vLLM's worker writes `…while processing method M: <message>, Traceback (most recent call last):` and the frames
+    # after it; a paste that ends in the frames still holds the error's words (vllm-project/vllm#5531)
+    prefix = "(VllmWorkerProcess pid=73) ERROR 06-13 01:30:49 multiproc_worker_utils.py:225] "
+    log = (prefix + "Exception in worker VllmWorkerProcess while processing method load_model: the lora adapter has no "
+           "target modules, Traceback (most recent call last):\n"
+           + prefix + '  File "/usr/local/lib/python3.10/dist-packages/vllm/executor/multiproc_worker_utils.py", line 222, '
+           "in _run_worker_process\n"
+           + prefix + "    output = executor(*args, **kwargs)\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:1") and "cut before" not in obs.summary
 
 
 def test_a_traceback_header_without_its_exception_is_not_quoted_as_the_error(tmp_path):

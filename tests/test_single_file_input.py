@@ -244,6 +244,28 @@ def test_a_loopback_connect_timeout_makes_a_port_conflict_a_suspect_not_the_caus
     assert "ss -ltnp" in report["root_cause"]["remedy"]
 
 
+def test_deepspeeds_exit_line_without_its_prefix_is_still_a_killed_rank(monkeypatch, capsys):
+    # THUDM/GLM#60: the paste starts inside the launcher's long command, so `[ERROR] [launch.py:…:sigkill_handler]` is lost
+    report = _inconclusive(monkeypatch, capsys, (
+        b", '2', '--src-seq-length', '512', '--fp16', '--model-parallel-size', '1', '--overwrite'] exits with return "
+        b"code = -9\n"))
+    assert report["path"][1]["outcome"] == "killed"
+    assert [c["id"] for c in report["candidates"]][:2] == ["host.ram_exhausted", "sched.time_limit"]
+
+
+def test_a_routers_503_alone_leaves_the_network_and_the_routers_version_as_suspects(monkeypatch, capsys):
+    # THUDM/slime#683: the router answered 503 "No available workers" because slime registered its engines through an
+    # endpoint the installed router had dropped; sgl-project/sglang#13894: the same words with the engines alive
+    report = _inconclusive(monkeypatch, capsys, (
+        b"(RolloutManager pid=519445) 2025-11-08 10:07:09 ERROR sglang_router_rs::response: src/middleware.rs:256: "
+        b"request failed with server error\n"
+        b"(RolloutManager pid=519445) Error: Server error '503 Service Unavailable' for url "
+        b"'http://10.78.210.151:4674/generate'\n"))
+    assert report["path"][1]["outcome"] == "server_unavailable"
+    assert [c["id"] for c in report["candidates"]][:2] == ["infra.network", "deps.version_mismatch"]
+    assert "list_workers" in report["root_cause"]["remedy"]
+
+
 def test_the_same_paste_gets_the_same_candidates_in_every_process(tmp_path):
     # candidates of equal score rank in the catalog's order, not in a set's (string hashes differ per process)
     paste = b"(TaskRunner pid=1) step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.2\n"

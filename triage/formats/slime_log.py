@@ -178,6 +178,10 @@ ERROR_WORDS: tuple[str, ...] = (
     # Megatron's exit on a --load with no checkpoint (`>> '--exit-on-missing-checkpoint' set ... exiting. <<`,
     # found by the `xit` marker)
     "exit-on-missing-checkpoint",
+    # DeepSpeed's launcher reporting a rank's exit (launch.py sigkill_handler: `[ERROR] [launch.py:325:sigkill_handler]
+    # [cmd…] exits with return code = -9`), its `[ERROR]` prefix lost when a paste starts inside the long command
+    # (THUDM/GLM#60); found by the `xit` marker
+    "exits with return code",
     # the wordings no error word above finds, each its own marker of the scan's first automaton (_SPILLED)
     *SPILLED_ERROR_WORDS,
 )
