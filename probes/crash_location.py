@@ -13,7 +13,8 @@ log's tracebacks (`triage/formats/tracebacks.py`):
   only when nothing else crashed;
 - copies on many ranks are one finding with a count (Sentry-style grouping);
 - the component, from the printing actor's name and the frames' files: trainer,
-  inference engine, rollout manager / driver, Ray, data loading, reward function.
+  inference engine, rollout manager / driver, Ray, data loading, reward function, checkpoint conversion, or a
+  script's main process.
 
 `located` when a traceback (or, lacking any, a fatal line) was found; `cut_off` when the
 traceback that decides ends before its exception line (a paste or a log cut mid-way: where
@@ -97,6 +98,18 @@ ENGINE_FILE = re.compile(r"(?:^|[/\\])(?:sglang|vllm)_\w+(?:[/\\]|\.py$)")
 # trainers (unsloth_compiled_cache/UnslothGRPOTrainer.py): a single-process run's training code, no driver's
 # (huggingface/trl#3394, unslothai/unsloth#2354)
 HF_TRAINER_FILE = re.compile(r"(?:^|[/\\])(?:transformers[/\\]trainer\.py$|trl[/\\]trainer[/\\]|Unsloth\w*Trainer\.py$)")
+# the backward pass, FSDP's wrapping and the fine-tuning kernels are training wherever they run (unslothai/unsloth#212:
+# a LoRA backward kernel; declare-lab/flan-alpaca#10: FSDP's flat parameters), a single process with no driver
+TRAIN_FILE_PARTS = re.compile(r"[/\\]torch[/\\](?:autograd|distributed[/\\]fsdp)[/\\]|[/\\](?:unsloth|peft)[/\\]")
+# a checkpoint converter or adapter merger run on its own (alibaba/Pai-Megatron-Patch's
+# toolkits/model_checkpoints_convertor/*/hf2mcore_*.py, #167; a LoRA merge script, huggingface/peft#297)
+CONVERT_FILE = re.compile(r"(?:^|[/\\])[\w-]*(?:convert|merge_lora|merge_peft|merge_adapter|hf2mcore|mcore2hf|hf2mg|mg2hf)"
+                          r"[\w-]*(?:[/\\]|\.py$)", re.I)
+# (PEFT's merge of an adapter into its base model: `merge_and_unload`, `merge_adapter`; huggingface/peft#297)
+CONVERT_FUNCTION = re.compile(r"merge_and_unload$|merge_adapter$|merge_lora\w*$|save_mgmodel$|convert_checkpoint\w*$")
+# the RL frameworks whose driver runs rollouts: where one of them is in the frames, a process with no actor and no
+# rank is its driver; elsewhere it is a script's own main process
+DRIVER_FRAMEWORKS = ("slime", "miles", "relax", "verl", "openrlhf", "nemo_rl", "areal")
 
 
 IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
@@ -159,7 +172,13 @@ def component_of(chain: Chain) -> tuple[str, str]:
         return "inference engine", f"frame {app[-1]} is the framework's engine code"
     if actor:  # a prefix none of the patterns knows: not the driver's, whose lines carry none
         return "unknown", f"printed by actor {actor}, which names no component the triage knows"
-    return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
+    if hit := next((f for f in frames if CONVERT_FILE.search(f.file) or CONVERT_FUNCTION.match(f.function)), None):
+        return "checkpoint conversion", f"frame {hit} converts or merges a checkpoint"
+    if hit := next((f for f in frames if TRAIN_FILE_PARTS.search(f.file)), None):
+        return "trainer", f"frame {hit} is training code (the backward pass, FSDP, a fine-tuning kernel)"
+    if packages & set(DRIVER_FRAMEWORKS):
+        return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
+    return "main process", "printed by the job's own process (no actor prefix, no rank, no framework's driver)"
 
 
 def _the(component: str) -> str:

@@ -76,6 +76,7 @@ OUTCOMES = (
     "insufficient_gpus",
     "weight_name_refused",
     "weight_update_refused",
+    "converter_no_mapping",
     "reward_fn_failed",
     "port_unreachable",
     "server_unavailable",
@@ -142,6 +143,14 @@ FATAL_LINE = re.compile(
     # vLLM's multiprocessing worker, the exception's message before its traceback on one line (`Exception in worker
     # VllmWorkerProcess while processing method M: <message>, Traceback …`, vllm-project/vllm#5531)
     r"|\bException in worker \S+ while processing method \w+: \S"
+    # SGLang's piecewise CUDA graph capture logging the exception it re-raises, then the hint to disable it
+    # (model_executor/forward_context or compilation/piecewise_context_manager.py: `logger.error("Piecewise CUDA Graph
+    # failed with error: %s\n%s", e, …)`; the scheduler's traceback under it is the same exception, often cut:
+    # sgl-project/sglang#27811, #23351)
+    r"|\bPiecewise CUDA Graph failed with error: \S"
+    # ROCm's HSA runtime ending a process whose kernel touched memory it may not (ROCR-Runtime: `Memory access fault
+    # by GPU node-2 (Agent handle: 0x…) on address 0x…. Reason: Unknown.`, AMD's illegal memory access; iree-org/wave#466)
+    r"|\bMemory access fault by GPU node-\d+"
     # abseil's failure signal handler (Ray's workers install it): `*** SIGABRT received at time=1773825404 on cpu 49 ***`
     # (verl-project/verl#5659, after `Cannot load symbol cublasLtGetVersion`)
     r"|\*\*\* SIG[A-Z]+ received at time=\d+"
@@ -238,6 +247,10 @@ FATAL_LINE = re.compile(
     # torch's strict load_state_dict refusing the keys (`RuntimeError: Error(s) in loading state_dict for GPTModel:`,
     # then a tab-indented line per kind), pasted without the line that named its type (NVIDIA/Megatron-LM#900)
     r"|^\s*(?:Missing|Unexpected) key\(s\) in state_dict: \S"
+    # and its line for a tensor of another shape (torch/nn/modules/module.py _load_from_state_dict: `size mismatch for
+    # {key}: copying a param with shape {…} from checkpoint, the shape in current model is {…}.`; OpenRLHF/OpenRLHF#651:
+    # LoRA weights saved empty, `torch.Size([0])`, under ZeRO-3)
+    r"|^\s*size mismatch for \S+: copying a param with shape "
     # pyarrow's ArrowInvalid, the one exception of its hierarchy not named `…Error` (a parquet file that is a Git LFS
     # pointer: `Parquet magic bytes not found in footer`, policy-gradient/GRPO-Zero#1)
     r"|^(?:pyarrow\.lib\.)?ArrowInvalid: \S"
@@ -571,6 +584,15 @@ _QUOTED_EXCEPTION = re.compile(
     r"(?:\([^)\n]{0,200}\))?: [^`\"\n]{1,1500})[`\"]")
 
 
+# pytest's report of a test's failure: its `E       RuntimeError: …` lines under the test's source and its short
+# summary's `FAILED tests/x.py::test_y - ModuleNotFoundError: No module named '…'` (and `ERROR …` for a module that
+# failed to collect), pasted from a CI run (NVIDIA/Megatron-LM#5025, NovaSky-AI/SkyRL#1248): read from the
+# exception on, as the exception line it reports
+_PYTEST_PREFIX = re.compile(
+    r"^(?:E {2,}|(?:FAILED|ERROR) [^\s]+ - )"
+    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception|Interrupt)\b(?:\([^)\n]{0,200}\))?:? )")
+
+
 def _quoted_exception(line: LogLine) -> str | None:
     if line.level is not None or line.source is not None or line.timestamp is not None or TYPED_EXCEPTION.match(line.text):
         return None
@@ -586,7 +608,9 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
     for line in [*log.errors, *log.notable]:
         if line.text[:1] in (".", "…", " ") and _ELISION.match(line.text):
             continue
-        if not line.text.isascii() and (m := _CJK_PROSE_BEFORE.match(line.text)):
+        if line.text[:1] in ("E", "F") and (m := _PYTEST_PREFIX.match(line.text)):
+            line = dataclasses.replace(line, text=line.text[m.end():])
+        elif not line.text.isascii() and (m := _CJK_PROSE_BEFORE.match(line.text)):
             line = dataclasses.replace(line, text=line.text[m.end("prose"):])
         elif ("`" in line.text or '"' in line.text) and (quoted := _quoted_exception(line)) is not None:
             line = dataclasses.replace(line, text=quoted)
@@ -951,6 +975,11 @@ _PACKAGE = re.compile(
 # one package's call into another (trl's add_hooks on deepspeed's DeepSpeedZeRoOffload, renamed in deepspeed
 # 0.16.4: huggingface/trl#2962; accelerate's on bitsandbytes' optimizers has its outer frames instead)
 _CLASS_OWNER: tuple[tuple[re.Pattern[str], str], ...] = (
+    # accelerate's plugin and state dataclasses (accelerate/utils/dataclasses.py, accelerate/state.py), read by
+    # transformers' Trainer (huggingface/transformers#25988: `FullyShardedDataParallelPlugin` without
+    # `activation_checkpointing` under accelerate 0.22)
+    (re.compile(r"'(?:FullyShardedDataParallelPlugin|DeepSpeedPlugin|MegatronLMPlugin|TorchDynamoPlugin"
+                r"|AcceleratorState|PartialState|GradientState)' object has no attribute"), "accelerate"),
     (re.compile(r"'DeepSpeed\w*' object has no attribute"), "deepspeed"),
     (re.compile(r"'(?:Peft\w*|Lora\w*)' object has no attribute"), "peft"),
     (re.compile(r"'(?:\w*LLMEngine|EngineCore\w*)' object has no attribute"), "vllm"),
@@ -977,7 +1006,8 @@ _SUMMARY = {
     "no_pad_token": "the tokenizer has no padding token",
     "eos_boundary": "the chat template's end boundary came before its start",
     "ref_load_missing": "KL is on but the reference checkpoint (--ref-load) does not exist",
-    "nan_check_failed": "Megatron's NaN check stopped training",
+    "nan_check_failed": "the trainer's own NaN / Inf check stopped training (Megatron's, DeepSpeed's fp16 loss scaler or "
+                        "autograd's anomaly mode)",
     "killed": "a process was killed with SIGKILL, and nothing in the log says why",
     "sched_ended": "the scheduler ended the job",
     "terminated": "a process received SIGTERM, and nothing in the log says who sent it",
@@ -992,6 +1022,7 @@ _SUMMARY = {
     "insufficient_gpus": "the job asked for more GPUs than the Ray cluster has",
     "weight_name_refused": "the engine refused a parameter name the trainer sent in a weight update",
     "weight_update_refused": "the engine refused a tensor of a weight update and holds partly updated weights",
+    "converter_no_mapping": "the model converter has no name mapping for some of the model's parameters",
     "reward_fn_failed": "the reward function could not score a sample from what the sample carries",
     "hf_config_mismatch": "the framework refused model arguments that differ from the checkpoint's HF config",
 }

@@ -668,6 +668,51 @@ def test_a_traceback_that_lost_its_indentation_keeps_its_frames(tmp_path):
     assert sig.evidence["signature"] == "cross_package_attribute"
 
 
+@pytest.mark.parametrize(("frames", "exc", "component"), [
+    # a Megatron converter run on its own (alibaba/Pai-Megatron-Patch#167): not a rollout driver
+    (['  File "/root/Pai-Megatron-Patch/toolkits/model_checkpoints_convertor/qwen/hf2mcore_1.5_v2.py", line 461, in '
+      "save_mgmodel\n", "    q = q.view(32, -1, 128, 4096)\n"],
+     "RuntimeError: shape '[32, -1, 128, 4096]' is invalid for input of size 12288", "checkpoint conversion"),
+    # PEFT merging an adapter (huggingface/peft#297)
+    (['  File "hf_decoder_model.py", line 415, in merge_lora_weights\n', "    self.get_backend_model().merge_and_unload()\n",
+      '  File "lib/python3.9/site-packages/peft/tuners/lora.py", line 275, in merge_and_unload\n',
+      "    target.weight.data += (\n"],
+     "RuntimeError: The size of tensor a (0) must match the size of tensor b (2048) at non-singleton dimension 1",
+     "checkpoint conversion"),
+    # FSDP wrapping the model in a single-process script (declare-lab/flan-alpaca#10)
+    (['  File "/work/training.py", line 20, in main\n', "    model = FSDP(model)\n",
+      '  File "/usr/lib/python3.10/site-packages/torch/distributed/fsdp/flat_param.py", line 440, in _init_flat_param\n',
+      '    raise ValueError("`FlatParameter` requires uniform `requires_grad`")\n'],
+     "ValueError: `FlatParameter` requires uniform `requires_grad`", "trainer"),
+    # a script of the user's with no framework's driver in its frames
+    (['  File "/home/u/evaluate.py", line 12, in <module>\n', "    score(rows)\n"],
+     "ZeroDivisionError: division by zero", "main process"),
+    # the same with a rollout framework's frames is that framework's driver
+    (['  File "/root/slime/slime/ray/placement_group.py", line 64, in create_placement_groups\n', "    split(config)\n"],
+     "ZeroDivisionError: division by zero", "rollout manager / driver"),
+])
+def test_a_process_with_no_actor_and_no_rank_is_named_by_its_frames(tmp_path, frames, exc, component):
+    log = "Traceback (most recent call last):\n" + "".join(frames) + exc + "\n"
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.evidence["component"] == component, obs.summary
+
+
+def test_an_accelerate_plugin_read_by_transformers_is_one_package_calling_another(tmp_path):
+    # huggingface/transformers#25988: the Trainer reads a field the installed accelerate's plugin does not have yet;
+    # the outer frame is the user's script, so the owner of the class says which other package it is
+    log = ("Traceback (most recent call last):\n"
+           '  File "/workspace/run/run_llm.py", line 644, in main\n'
+           "    trainer = Trainer(\n"
+           '  File "/usr/local/lib/python3.10/site-packages/transformers/trainer.py", line 3900, in '
+           "create_accelerator_and_postprocess\n"
+           "    self.is_fsdp_enabled and self.accelerator.state.fsdp_plugin.activation_checkpointing\n"
+           "AttributeError: 'FullyShardedDataParallelPlugin' object has no attribute 'activation_checkpointing'\n")
+    sig, _obs = locate(tmp_path, log)
+    assert sig.outcome == "version_mismatch", sig.summary
+    assert sig.evidence["signature"] == "cross_package_attribute"
+
+
 def test_a_ray_worker_death_alone_is_an_error_exit_whose_cause_is_elsewhere(tmp_path):
     # THUDM/slime#1740 as pasted: Ray's report of the dead worker, nothing of the worker's own error
     log = ("error: The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR\n"

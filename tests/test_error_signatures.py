@@ -611,6 +611,25 @@ FIELD_CASES = [
     # vLLM's fused-MoE loader on an expert weight the engine re-laid out after loading: only an update meets it
     # (verl-project/verl#7987)
     ("weight_update_refused", "ValueError: shard_dim=0 is not a valid data dimension for a 3D tensor (expected 1 or 2)\n"),
+    # Megatron-Bridge reading the None conversion task it left for a parameter it has no mapping for (radixark/miles#1289)
+    ("converter_no_mapping", "AttributeError: 'NoneType' object has no attribute 'megatron_module'\n"),
+    # SGLang's own pin of its kernels, checked at start (redai-studio/Relax#8)
+    ("version_mismatch", "Exception: flashinfer_python is installed with version 0.6.3, which is less than the minimum "
+     "required version 0.6.4. Please uninstall the old version and reinstall the latest version by following the "
+     "instructions at https://docs.flashinfer.ai/installation.html.\n"),
+    # an image whose CUDA the host driver cannot run (vllm-project/vllm#5635)
+    ("version_mismatch", "docker: Error response from daemon: failed to create task for container: failed to create shim "
+     "task: OCI runtime create failed: runc create failed: unable to start container process: error during container "
+     "init: error running hook #0: error running hook: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
+     "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update your driver to a newer "
+     "version, or use an earlier cuda container: unknown.\n"),
+    # torchvision's operators built for another torch (pytorch/torchtitan#3022)
+    ("version_mismatch", "RuntimeError: operator torchvision::nms does not exist\n"),
+    # pytest's report of a failed test, pasted from CI: its `E   ` line and its short summary (NovaSky-AI/SkyRL#1248)
+    ("version_mismatch", "    def test_chat_completions():\n>       from vllm.entrypoints.openai.protocol import "
+     "ChatCompletionRequest\nE       ModuleNotFoundError: No module named 'vllm.entrypoints.openai.protocol'\n"),
+    ("version_mismatch", "FAILED tests/backends/skyrl_train/gpu/test_new_inference_generation.py::test_chat_completions - "
+     "ModuleNotFoundError: No module named 'vllm.entrypoints.openai.protocol'\n"),
     # SGLang's wait for a free port, given up after 30 s: two servers on one node took one port_base (ishandhanani/srt-slurm#147)
     ("engine_port_conflict", "ValueError: port_base at 30234 is not available in 30 seconds. port_base is used by a "
      "process already. process.name()='python3'\n"),
@@ -673,6 +692,9 @@ def test_an_illegal_memory_access_the_trainer_raised_is_no_engine_out_of_memory(
 
 # Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
 NEAR_MISSES = [
+    # a directory named like the package, without an __init__.py, shadows the installed one: Python finds a namespace
+    # package at no file (OpenRLHF/OpenRLHF#796: openrlhf's own `datasets` folder on a Ray working_dir)
+    ("version_mismatch", "ImportError: cannot import name 'interleave_datasets' from 'datasets' (unknown location)\n"),
     # the same loader failing while the engine loads its checkpoint at start: no weight update is in the frames
     ("weight_update_refused", "Traceback (most recent call last):\n"
      '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/default_loader.py", line 269, in '
@@ -1524,6 +1546,20 @@ def test_vllms_worker_error_written_before_its_traceback_is_not_a_cut_traceback(
     assert obs.evidence["line"]["where"].endswith("job.log:1") and "cut before" not in obs.summary
 
 
+def test_sglangs_piecewise_graph_error_is_the_crash_not_the_cut_scheduler_traceback_under_it(tmp_path):
+    # SGLang logs the capture's exception and re-raises it; the scheduler's traceback of it was cut (sgl-project/sglang#27811)
+    log = ("[2026-06-10 13:08:34 TP7] Piecewise CUDA Graph failed with error: 'TcPiecewiseForwardContext' object has no "
+           "attribute 'num_tokens'\n"
+           "Piecewise CUDA Graph is enabled by default as an experimental feature.\n"
+           "To work around this error, add --disable-piecewise-cuda-graph to your launch command.\n"
+           "[2026-06-10 13:08:34 TP5] Scheduler hit an exception: Traceback (most recent call last):\n"
+           '  File "/repos/sglang/python/sglang/srt/managers/scheduler.py", line 4048, in run_scheduler_process\n'
+           "    scheduler = Scheduler(\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:1") and "num_tokens" in obs.summary
+
+
 def test_a_traceback_header_without_its_exception_is_not_quoted_as_the_error(tmp_path):
     # radixark/miles#308 as pasted: the header and the frames, the exception line cut away
     log = ("(MilesRouter pid=1) INFO started\n"
@@ -1907,6 +1943,13 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     "To append to your config use +env.dim_x=6\nKey 'dim_x' is not in struct\n    full_key: env.dim_x\n",
     # torch's strict load_state_dict, its RuntimeError line not pasted (NVIDIA/Megatron-LM#900)
     'Unexpected key(s) in state_dict: "decoder.layers.0.self_attention.core_attention._extra_state"\n',
+    # and its line for a tensor of another shape (OpenRLHF/OpenRLHF#651: a LoRA saved empty under ZeRO-3), SGLang's
+    # piecewise graph capture logging the error it re-raises (sgl-project/sglang#23351)
+    "\tsize mismatch for base_model.model.model.layers.26.mlp.up_proj.lora_B.default.weight: copying a param with shape "
+    "torch.Size([0]) from checkpoint, the shape in current model is torch.Size([14336, 8]).\n",
+    "[2026-05-22 04:54:32 TP6] Piecewise CUDA Graph failed with error: Tensor match failed for Tensor<8>[strides=<1>]\n",
+    # ROCm's abort on a kernel's bad address, AMD's illegal memory access (iree-org/wave#466)
+    "Memory access fault by GPU node-2 (Agent handle: 0x5a0d7202eab0) on address 0x7d35a0c00000. Reason: Unknown.\n",
     # UCX's handler without its prefix (ROCm/rocm-systems#3700) and torch elastic's report of the signal
     # (intelligent-machine-learning/dlrover#1046): Docker's 64 MB /dev/shm
     "Caught signal 7 (Bus error: nonexistent physical address)\n",

@@ -397,6 +397,14 @@ def test_openrlhf_progress_bar_postfix_is_a_metric_record(tmp_path):
     assert run.metrics.get("response_length").source == "openrlhf:response_length"
 
 
+def test_another_programs_progress_bar_is_read_but_names_no_framework(tmp_path):
+    # a LoRA trainer's bar (Akegarasu/lora-scripts#107): the postfix is every tqdm loop's, not OpenRLHF's sign
+    text = "steps:  10%|██████      | 780/7800 [05:04<45:36,  2.57it/s, loss=0.117]epoch 2/10\n"
+    index = scan_logs([_log(tmp_path, text)])
+    assert index.framework != "openrlhf"
+    assert list(index.metrics.series("openrlhf", "loss")[1]) == [0.117]
+
+
 # --- slime stays as it was ---------------------------------------------------------------------
 
 def test_slime_metric_lines_still_go_through_the_slime_grammar(tmp_path):

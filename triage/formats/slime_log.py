@@ -90,6 +90,9 @@ ECHO_RELATIVE_TOLERANCE = 1e-4
 ECHO_ABSOLUTE_TOLERANCE = 1e-4
 # a logger's prefix left before a printed dict (a progress bar glued in front of the line hid it from
 # the line's own format: `…6.74s/it][INFO|2024-12-08 01:10:34] llamafactory.train.callbacks:157 >> {`)
+# OpenRLHF's progress-bar titles (openrlhf/trainer/ppo_trainer.py `Episode [i/n]`, `Train step of episode`; its SFT,
+# DPO and reward-model trainers' `Train step of epoch`, `Train epoch [i/n]`)
+_OPENRLHF_BAR = re.compile(r"Train step of (?:episode|epoch)|Train epoch \[|Episode \[\d+/\d+\]")
 _LOGGER_BEFORE_DICT = re.compile(r"\] [\w.]+:\d+ >> $| - (?:INFO|DEBUG|WARNING) - [\w.]+ - $")
 
 # Error wordings that hold none of the error words below, each both an error word and a marker of its own in
@@ -137,6 +140,13 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # mismatch` (mozilla/translations#1167) and torch's `UserWarning: CUDA initialization: The NVIDIA driver on your
     # system is too old` (IEIT-Yuan/Yuan-2.0#65; older torch put it on the line under a bare `AssertionError:`)
     "ArrowInvalid", "library version mismatch", "driver on your system is too old",
+    # torch's load_state_dict line for a tensor of another shape, pasted without the `RuntimeError: Error(s) in loading
+    # state_dict` above it (OpenRLHF/OpenRLHF#651: `size mismatch for …lora_B.default.weight: copying a param with shape
+    # torch.Size([0]) from checkpoint, …`)
+    "copying a param with shape",
+    # ROCm's HSA runtime aborting on a kernel's bad address (`Memory access fault by GPU node-2 (Agent handle: …) on
+    # address …. Reason: Unknown.`, iree-org/wave#466), AMD's illegal memory access
+    "Memory access fault by GPU",
 )
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
@@ -1357,8 +1367,11 @@ class _FileScan:
         if rec is None:
             return False
         self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
-        fw = GRAMMAR_FRAMEWORK[rec.grammar]
-        self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
+        # (a progress bar's postfix is every tqdm loop's: it names OpenRLHF only under OpenRLHF's own bar titles, not
+        # a LoRA trainer's `steps:  10%|…| 780/7800 [05:04<45:36,  2.57it/s, loss=0.117]`, Akegarasu/lora-scripts#107)
+        if rec.grammar != "tqdm_postfix" or _OPENRLHF_BAR.search(msg):
+            fw = GRAMMAR_FRAMEWORK[rec.grammar]
+            self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
         if rec.kind == "hf_log" and rec.index is None:
             brace = msg.find("{")
             self._hf_record(rec, line_no, logged or _LOGGER_BEFORE_DICT.search(msg, 0, max(brace, 0)) is not None)
