@@ -625,6 +625,11 @@ FIELD_CASES = [
      "version, or use an earlier cuda container: unknown.\n"),
     # torchvision's operators built for another torch (pytorch/torchtitan#3022)
     ("version_mismatch", "RuntimeError: operator torchvision::nms does not exist\n"),
+    # a namespace package is no shadowing on its own: megatron-core's `megatron` has no __init__.py, and accelerate's
+    # import of Megatron-LM's old layout finds nothing there (huggingface/accelerate#2390)
+    ("version_mismatch", 'Traceback (most recent call last):\n  File "/usr/lib/python3.10/site-packages/accelerate/utils/'
+     'megatron_lm.py", line 32, in <module>\n    from megatron import (\n'
+     "ImportError: cannot import name 'get_args' from 'megatron' (unknown location)\n"),
     # pytest's report of a failed test, pasted from CI: its `E   ` line and its short summary (NovaSky-AI/SkyRL#1248)
     ("version_mismatch", "    def test_chat_completions():\n>       from vllm.entrypoints.openai.protocol import "
      "ChatCompletionRequest\nE       ModuleNotFoundError: No module named 'vllm.entrypoints.openai.protocol'\n"),
@@ -692,9 +697,6 @@ def test_an_illegal_memory_access_the_trainer_raised_is_no_engine_out_of_memory(
 
 # Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
 NEAR_MISSES = [
-    # a directory named like the package, without an __init__.py, shadows the installed one: Python finds a namespace
-    # package at no file (OpenRLHF/OpenRLHF#796: openrlhf's own `datasets` folder on a Ray working_dir)
-    ("version_mismatch", "ImportError: cannot import name 'interleave_datasets' from 'datasets' (unknown location)\n"),
     # the same loader failing while the engine loads its checkpoint at start: no weight update is in the frames
     ("weight_update_refused", "Traceback (most recent call last):\n"
      '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/default_loader.py", line 269, in '
