@@ -78,6 +78,7 @@ OUTCOMES = (
     "weight_update_refused",
     "converter_no_mapping",
     "reward_fn_failed",
+    "groups_filtered_out",
     "port_unreachable",
     "server_unavailable",
     "hf_config_mismatch",
@@ -103,7 +104,7 @@ KILL_FAMILY = ("host_oom_killed", "sched_ended", "terminated", "killed")
 # launcher's summary (torchrun's ChildFailedError) and Ray's actor-death wrappers.
 CONSEQUENCE_LINE = re.compile(
     r"\bChildFailedError\b|\bfailed \(exitcode: (?!-(?:4|6|7|8|11)\))-?\d+\) local_rank: \d+|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
-    r"|\bOwnerDiedError\b|\bRayTaskError\b"
+    r"|\bOwnerDiedError\b|\bRayTaskError\b|\bsigkill_handler\].*\bexits with return code = (?!-9\b)-?\d+"
     # Ray's words for a worker process that died (ActorDiedError's message, or its owner's death:
     # ray-project/ray gcs_actor_manager.cc, OWNER_DIED; the raylet's report of a task's worker): the
     # job ends on them, but why the process died is said elsewhere
@@ -204,6 +205,13 @@ FATAL_LINE = re.compile(
     # (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV); any other code reports a worker whose own error is
     # its own line (CONSEQUENCE_LINE)
     r"|\bfailed \(exitcode: -?\d+\) local_rank: \d+"
+    # DeepSpeed's launcher on a rank that exited with an error (launch.py sigkill_handler: `[ERROR]
+    # [launch.py:321:sigkill_handler] [cmd…] exits with return code = 1`, hiyouga/LlamaFactory#2444): the rank's own
+    # error is its own line (CONSEQUENCE_LINE); -9 is the kill family's
+    r"|\bsigkill_handler\].*\bexits with return code = -?\d+"
+    # CPython refusing the script it was given (Modules/main.c: `python: can't open file '…': [Errno 2] No such file or
+    # directory`): a module name passed as a path, a working directory without it (OpenRLHF/OpenRLHF#573)
+    r"|\bpython[\d.]*: can't open file '"
     r"|The actor is dead because its (?:worker process|owner) has died"
     r"|A worker died or was killed while executing a task by an unexpected system error"
     # NCCL's CUDACHECK: a CUDA call inside NCCL failed, and the collective returns ncclUnhandledCudaError;
@@ -1023,6 +1031,7 @@ _SUMMARY = {
     "weight_name_refused": "the engine refused a parameter name the trainer sent in a weight update",
     "weight_update_refused": "the engine refused a tensor of a weight update and holds partly updated weights",
     "converter_no_mapping": "the model converter has no name mapping for some of the model's parameters",
+    "groups_filtered_out": "dynamic sampling found too few groups whose samples' rewards differ",
     "reward_fn_failed": "the reward function could not score a sample from what the sample carries",
     "hf_config_mismatch": "the framework refused model arguments that differ from the checkpoint's HF config",
 }

@@ -713,6 +713,16 @@ def test_an_accelerate_plugin_read_by_transformers_is_one_package_calling_anothe
     assert sig.evidence["signature"] == "cross_package_attribute"
 
 
+def test_deepspeeds_report_of_a_failed_rank_is_an_error_exit_whose_cause_is_elsewhere(tmp_path):
+    # hiyouga/LlamaFactory#2444: the launcher's line is all the paste holds; the rank's own error is not in it
+    log = ("[2024-02-07 10:11:12,000] [ERROR] [launch.py:321:sigkill_handler] ['/env/py38/bin/python', '-u', "
+           "'../LLaMA-Factory/src/train_bash.py', '--stage', 'ppo', '--bf16'] exits with return code = 1\n")
+    sig, obs = locate(tmp_path, log)
+    assert sig.outcome == "other_error", sig.summary
+    assert obs.outcome == "not_located", obs.summary
+    assert "only the report of a process that died" in obs.summary
+
+
 def test_a_ray_worker_death_alone_is_an_error_exit_whose_cause_is_elsewhere(tmp_path):
     # THUDM/slime#1740 as pasted: Ray's report of the dead worker, nothing of the worker's own error
     log = ("error: The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR\n"

@@ -595,6 +595,8 @@ FIELD_CASES = [
     # vLLM's KV cache too small for one sequence of max_model_len, V0 without its ValueError (vllm-project/vllm#10517)
     ("cuda_oom", "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
      "cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n"),
+    # vLLM's sampling parameters refusing a field it dropped, answered by its server as a 400 (modelscope/ms-swift#6947)
+    ("version_mismatch", "Error code: 400 - {'message': \"Unexpected keyword argument 'best_of'\", 'object': 'error'}\n"),
     # gloo's recv timeout, written by vLLM before the word Traceback on its worker's error line (vllm-project/vllm#5531)
     ("nccl_abort", "(VllmWorkerProcess pid=73) ERROR 06-13 01:30:49 multiproc_worker_utils.py:225] Exception in worker "
      "VllmWorkerProcess while processing method start_worker_execution_loop: [../third_party/gloo/gloo/transport/tcp/"
@@ -635,6 +637,11 @@ FIELD_CASES = [
      "ChatCompletionRequest\nE       ModuleNotFoundError: No module named 'vllm.entrypoints.openai.protocol'\n"),
     ("version_mismatch", "FAILED tests/backends/skyrl_train/gpu/test_new_inference_generation.py::test_chat_completions - "
      "ModuleNotFoundError: No module named 'vllm.entrypoints.openai.protocol'\n"),
+    # dynamic sampling giving up on groups without a reward spread: verl's DAPO recipe and EasyR1 (BytedTsinghua-SIA/DAPO#22)
+    ("groups_filtered_out", "ValueError: num_gen_batches=10 >= max_num_gen_batches=10. Generated too many. Please check "
+     "if your data are too difficult. You could also try set max_num_gen_batches=0 to enable endless trials.\n"),
+    ("groups_filtered_out", "RuntimeError: num_try_make_batch=20 >= max_try_make_batch=20. Generated too many. Please "
+     "check your data.\n"),
     # SGLang's wait for a free port, given up after 30 s: two servers on one node took one port_base (ishandhanani/srt-slurm#147)
     ("engine_port_conflict", "ValueError: port_base at 30234 is not available in 30 seconds. port_base is used by a "
      "process already. process.name()='python3'\n"),
@@ -1925,6 +1932,12 @@ def test_cjk_prose_without_an_exception_after_it_is_not_an_error(tmp_path):
     # setuptools' pkg_resources refusing a pinned range (QwenLM/Qwen3-VL#84)
     ("pkg_resources.DistributionNotFound: The 'transformers<4.45,>=4.33' distribution was not found and is required "
      "by ms-swift\n", "DistributionNotFound"),
+    # verl's check of the installed vLLM without its ValueError (MIT-MI/MEM1#6)
+    ("vllm version 0.5.1 not supported. Currently supported versions are 0.3.1, 0.4.2, 0.5.4 and 0.6.3.\n",
+     "Currently supported versions"),
+    # an ImportError's message without its type, naming the package (verl-project/verl#5690: TRL moved the class)
+    ("bash examples/grpo_trainer/run_qwen2-7b_math_trtllm.sh\ncannot import name 'AutoModelForCausalLMWithValueHead' "
+     "from 'trl'\n", "AutoModelForCausalLMWithValueHead"),
     # a submodule of a package the framework pins, named in the message (verl-project/verl#82)
     ("  File \"/opt/verl/verl/workers/megatron_workers.py\", line 40, in <module>\n"
      "    from megatron.optimizer import DistributedOptimizer\nModuleNotFoundError: No module named 'megatron.optimizer'\n",
@@ -1950,6 +1963,10 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     "\tsize mismatch for base_model.model.model.layers.26.mlp.up_proj.lora_B.default.weight: copying a param with shape "
     "torch.Size([0]) from checkpoint, the shape in current model is torch.Size([14336, 8]).\n",
     "[2026-05-22 04:54:32 TP6] Piecewise CUDA Graph failed with error: Tensor match failed for Tensor<8>[strides=<1>]\n",
+    # CPython refusing the script it was given: a module name passed as a path under Ray's working_dir
+    # (OpenRLHF/OpenRLHF#573)
+    "python: can't open file '/tmp/ray/session_2024-12-10_16-38-29_258673_264302/runtime_resources/working_dir_files/"
+    "_ray_pkg_7b407da091e4f702/openrlhf.cli.train_ppo_ray': [Errno 2] No such file or directory\n",
     # ROCm's abort on a kernel's bad address, AMD's illegal memory access (iree-org/wave#466)
     "Memory access fault by GPU node-2 (Agent handle: 0x5a0d7202eab0) on address 0x7d35a0c00000. Reason: Unknown.\n",
     # UCX's handler without its prefix (ROCm/rocm-systems#3700) and torch elastic's report of the signal

@@ -244,6 +244,17 @@ def test_a_loopback_connect_timeout_makes_a_port_conflict_a_suspect_not_the_caus
     assert "ss -ltnp" in report["root_cause"]["remedy"]
 
 
+def test_dynamic_sampling_that_gave_up_makes_the_missing_reward_signal_the_first_suspect(monkeypatch, capsys):
+    # BytedTsinghua-SIA/DAPO#22: the maintainers' answer was data too hard for the model; without the reward's values
+    # the function scoring everything alike is not ruled out
+    report = _inconclusive(monkeypatch, capsys, (
+        b"(TaskRunner pid=1) ValueError: num_gen_batches=10 >= max_num_gen_batches=10. Generated too many. Please check "
+        b"if your data are too difficult. You could also try set max_num_gen_batches=0 to enable endless trials.\n"))
+    assert report["path"][1]["outcome"] == "groups_filtered_out"
+    ids = [c["id"] for c in report["candidates"]]
+    assert ids[0] == "reward.no_signal" and "reward.broken_fn" in ids
+
+
 def test_deepspeeds_exit_line_without_its_prefix_is_still_a_killed_rank(monkeypatch, capsys):
     # THUDM/GLM#60: the paste starts inside the launcher's long command, so `[ERROR] [launch.py:…:sigkill_handler]` is lost
     report = _inconclusive(monkeypatch, capsys, (

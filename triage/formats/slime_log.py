@@ -147,6 +147,14 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # ROCm's HSA runtime aborting on a kernel's bad address (`Memory access fault by GPU node-2 (Agent handle: …) on
     # address …. Reason: Unknown.`, iree-org/wave#466), AMD's illegal memory access
     "Memory access fault by GPU",
+    # dynamic sampling giving up, its ValueError's message on a line of its own (BytedTsinghua-SIA/DAPO#22)
+    "Generated too many",
+    # an ImportError's message pasted without its type (verl-project/verl#5690: `cannot import name
+    # 'AutoModelForCausalLMWithValueHead' from 'trl'`)
+    "cannot import name '",
+    # verl's own check of the installed vLLM, pasted from the issue's title without its ValueError (MIT-MI/MEM1#6:
+    # `vllm version 0.5.1 not supported. Currently supported versions are 0.3.1, 0.4.2, 0.5.4 and 0.6.3.`)
+    "Currently supported versions are",
 )
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
