@@ -79,6 +79,7 @@ OUTCOMES = (
     "converter_no_mapping",
     "reward_fn_failed",
     "groups_filtered_out",
+    "no_chat_template",
     "port_unreachable",
     "server_unavailable",
     "hf_config_mismatch",
@@ -588,7 +589,7 @@ _CJK_PROSE_BEFORE = re.compile(
 # read as the exception on a line of its own. Only on a line no program printed (no logger head, time or process
 # prefix), and with words before the quote (a line that is the quote alone is read as it is).
 _QUOTED_EXCEPTION = re.compile(
-    r"(?<![^\s:(（,，])[`\"](?P<exc>(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)"
+    r"(?<![^\s:(（,，])[`\"] ?(?P<exc>(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)"
     r"(?:\([^)\n]{0,200}\))?: [^`\"\n]{1,1500})[`\"]")
 
 
@@ -599,6 +600,15 @@ _QUOTED_EXCEPTION = re.compile(
 _PYTEST_PREFIX = re.compile(
     r"^(?:E {2,}|(?:FAILED|ERROR) [^\s]+ - )"
     r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception|Interrupt)\b(?:\([^)\n]{0,200}\))?:? )")
+
+
+# The user's words ending in `error:` right before the exception, unquoted (`…when save ckpt, got error:OSError: [Errno
+# 39] Directory not empty:`, huggingface/transformers#36099; `… results in error: AssertionError: …`,
+# verl-project/verl#4657): the line is read from the exception on, as for a quoted one (no logger head, time or
+# process prefix on it)
+_ERROR_WORD_BEFORE = re.compile(
+    r"^(?P<prose>.{0,400}?\b[Ee]rror\s*[:：]\s*|\[(?:BUG|Bug|bug)\]\s*)"
+    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)\b(?:\([^)\n]{0,200}\))?: \S)")
 
 
 def _quoted_exception(line: LogLine) -> str | None:
@@ -622,6 +632,9 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             line = dataclasses.replace(line, text=line.text[m.end("prose"):])
         elif ("`" in line.text or '"' in line.text) and (quoted := _quoted_exception(line)) is not None:
             line = dataclasses.replace(line, text=quoted)
+        elif (line.level is None and line.source is None and line.timestamp is None and "rror" in line.text
+              and not TYPED_EXCEPTION.match(line.text) and (m := _ERROR_WORD_BEFORE.match(line.text))):
+            line = dataclasses.replace(line, text=line.text[m.end("prose"):])
         lines.setdefault((line.path, line.line_no), line)
     # Match a traceback's final line to the error line it was also kept as (texts may be
     # capped at different lengths, so compare their starts).
@@ -1032,6 +1045,7 @@ _SUMMARY = {
     "weight_update_refused": "the engine refused a tensor of a weight update and holds partly updated weights",
     "converter_no_mapping": "the model converter has no name mapping for some of the model's parameters",
     "groups_filtered_out": "dynamic sampling found too few groups whose samples' rewards differ",
+    "no_chat_template": "the tokenizer has no chat template (a base model's) and the run applies one",
     "reward_fn_failed": "the reward function could not score a sample from what the sample carries",
     "hf_config_mismatch": "the framework refused model arguments that differ from the checkpoint's HF config",
 }

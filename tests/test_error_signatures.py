@@ -642,6 +642,10 @@ FIELD_CASES = [
      "if your data are too difficult. You could also try set max_num_gen_batches=0 to enable endless trials.\n"),
     ("groups_filtered_out", "RuntimeError: num_try_make_batch=20 >= max_try_make_batch=20. Generated too many. Please "
      "check your data.\n"),
+    # transformers applying a chat template a base model's tokenizer does not have (sgl-project/sglang#3385)
+    ("no_chat_template", "ValueError: Cannot use chat template functions because tokenizer.chat_template is not set and "
+     "no template argument was passed! For information about writing templates and setting the tokenizer.chat_template "
+     "attribute, please see the documentation at https://huggingface.co/docs/transformers/main/en/chat_templating\n"),
     # SGLang's wait for a free port, given up after 30 s: two servers on one node took one port_base (ishandhanani/srt-slurm#147)
     ("engine_port_conflict", "ValueError: port_base at 30234 is not available in 30 seconds. port_base is used by a "
      "process already. process.name()='python3'\n"),
@@ -704,6 +708,10 @@ def test_an_illegal_memory_access_the_trainer_raised_is_no_engine_out_of_memory(
 
 # Near misses: lines a healthy (or still-running) job prints that look like a listed failure.
 NEAR_MISSES = [
+    # vLLM's warning that it could not read its build's commit hash: the generated `_version` module of a source checkout
+    # (verl-project/verl#283), not a submodule a release dropped
+    ("version_mismatch", "(main_task pid=68970) /root/vllm/vllm/connections.py:8: RuntimeWarning: Failed to read commit "
+     "hash:\n(main_task pid=68970) No module named 'vllm._version'\n"),
     # the same loader failing while the engine loads its checkpoint at start: no weight update is in the frames
     ("weight_update_refused", "Traceback (most recent call last):\n"
      '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/default_loader.py", line 269, in '
@@ -2046,10 +2054,26 @@ def test_math_verify_timing_out_off_the_main_thread_is_the_reward_function(tmp_p
     ("there are many errors reported, such as \"omegaconf.errors.ConfigAttributeError: Key 'launch_reward_fn_async' is "
      "not in struct.\" Many keys are not in the structure.\n",
      "omegaconf.errors.ConfigAttributeError: Key 'launch_reward_fn_async' is not in struct."),
+    # inline code that starts with a space (huggingface/trl#4488), an issue title's `[Bug] ` tag (sgl-project/sglang#3385)
+    ("  - Output: ` ValueError: Image features and image tokens do not match: tokens: 3456, features 2359296`\n",
+     "ValueError: Image features and image tokens do not match: tokens: 3456, features 2359296"),
+    ("[Bug] ValueError: Cannot use chat template functions because tokenizer.chat_template is not set\n",
+     "ValueError: Cannot use chat template functions because tokenizer.chat_template is not set"),
+    # unquoted, right after the user's `error:` (huggingface/transformers#36099, verl-project/verl#4657)
+    ("use main branch to sft qwen25_vl，when save ckpt, got error:OSError: [Errno 39] Directory not empty:\n",
+     "OSError: [Errno 39] Directory not empty:"),
+    ("Running the example results in error: AssertionError: Expects tensor to be on the compute device cuda:0\n",
+     "AssertionError: Expects tensor to be on the compute device cuda:0"),
 ])
 def test_an_exception_the_user_quoted_in_a_sentence_is_read_as_the_error(tmp_path, line, exc):
     obs = examine(tmp_path, line)
     assert obs.outcome == "other_error" and obs.evidence["line"]["text"] == exc
+
+
+def test_an_error_word_before_an_exception_in_a_line_a_program_printed_is_not_prose(tmp_path):
+    # a logger's own line keeps its words: the scan reads it as it stands
+    line = "2026-02-21 17:48:27 - INFO - app - last error: ValueError: bad input, retrying\n"
+    assert examine(tmp_path, line).outcome == "none"
 
 
 def test_a_quoted_exception_in_a_line_a_program_printed_is_not_lifted_out_of_it(tmp_path):
