@@ -646,6 +646,9 @@ FIELD_CASES = [
     ("no_chat_template", "ValueError: Cannot use chat template functions because tokenizer.chat_template is not set and "
      "no template argument was passed! For information about writing templates and setting the tokenizer.chat_template "
      "attribute, please see the documentation at https://huggingface.co/docs/transformers/main/en/chat_templating\n"),
+    # torch's build without kernels for the GPU, before the NCCL failure it causes (pytorch/pytorch#152077)
+    ("version_mismatch", "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+     "installation.\n"),
     # SGLang's wait for a free port, given up after 30 s: two servers on one node took one port_base (ishandhanani/srt-slurm#147)
     ("engine_port_conflict", "ValueError: port_base at 30234 is not available in 30 seconds. port_base is used by a "
      "process already. process.name()='python3'\n"),
@@ -1563,6 +1566,18 @@ def test_vllms_worker_error_written_before_its_traceback_is_not_a_cut_traceback(
     assert obs.evidence["line"]["where"].endswith("job.log:1") and "cut before" not in obs.summary
 
 
+def test_a_torch_build_without_the_gpus_kernels_explains_the_cuda_failure_after_it(tmp_path):
+    # pytorch/pytorch#152077: a cu118 build on an RTX 5090 (sm_120); NCCL is the first to run a kernel and fail
+    log = ("/usr/lib/python3.10/site-packages/torch/cuda/__init__.py:235: UserWarning:\n"
+           "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+           "The current PyTorch install supports CUDA capabilities sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n"
+           "4d1a2ae696c8:50555:50555 [0] NCCL WARN Cuda failure 'named symbol not found'\n"
+           "RuntimeError: NCCL Error 1: unhandled cuda error\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert "sm_120" in obs.evidence["line"]["text"]
+
+
 def test_sglangs_piecewise_graph_error_is_the_crash_not_the_cut_scheduler_traceback_under_it(tmp_path):
     # SGLang logs the capture's exception and re-raises it; the scheduler's traceback of it was cut (sgl-project/sglang#27811)
     log = ("[2026-06-10 13:08:34 TP7] Piecewise CUDA Graph failed with error: 'TcPiecewiseForwardContext' object has no "
@@ -1975,6 +1990,10 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     # (OpenRLHF/OpenRLHF#573)
     "python: can't open file '/tmp/ray/session_2024-12-10_16-38-29_258673_264302/runtime_resources/working_dir_files/"
     "_ray_pkg_7b407da091e4f702/openrlhf.cli.train_ppo_ray': [Errno 2] No such file or directory\n",
+    # NCCL's own failure with its location wrapped onto the next line: a call's failure, not an aborted collective
+    # (pytorch/pytorch#122571)
+    "torch.distributed.DistBackendError: NCCL error in: \n../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, internal "
+    "error - please report this issue to the NCCL developers, NCCL version 2.19.3\n",
     # ROCm's abort on a kernel's bad address, AMD's illegal memory access (iree-org/wave#466)
     "Memory access fault by GPU node-2 (Agent handle: 0x5a0d7202eab0) on address 0x7d35a0c00000. Reason: Unknown.\n",
     # UCX's handler without its prefix (ROCm/rocm-systems#3700) and torch elastic's report of the signal

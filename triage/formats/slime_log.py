@@ -155,6 +155,9 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # verl's own check of the installed vLLM, pasted from the title without its ValueError (MIT-MI/MEM1#6:
     # `vllm version 0.5.1 not supported. Currently supported versions are 0.3.1, 0.4.2, 0.5.4 and 0.6.3.`)
     "Currently supported versions are",
+    # torch's warning that its build has no kernels for the GPU (`NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is
+    # not compatible with the current PyTorch installation.`, pytorch/pytorch#152077)
+    "is not compatible with the current PyTorch",
 )
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
