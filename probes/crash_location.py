@@ -86,7 +86,9 @@ TRAIN_ACTOR = re.compile(
 TRAIN_PACKAGES = ("megatron.core", "megatron", "megatron_fsdp", "deepspeed", "transformer_engine", "apex", "accelerate")
 DRIVER_ACTOR = re.compile(r"RolloutManager|RolloutController|TaskRunner|Driver|Coordinator|Orchestrator", re.I)
 RAY_ACTOR = re.compile(r"^(?:raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)$")
-TRAIN_FILE = re.compile(r"(?:^|[/\\])(?:train(?:er|ing)?(?:_\w+)?|actor|loss|model|megatron_utils|fsdp_utils)[/\\.]", re.I)
+# (NeMo-RL's policy workers and their weight streaming live under nemo_rl/models/policy/: NVIDIA-NeMo/RL#1477)
+TRAIN_FILE = re.compile(r"(?:^|[/\\])(?:train(?:er|ing)?(?:_\w+)?|actor|loss|model|megatron_utils|fsdp_utils|models[/\\]policy)"
+                        r"[/\\.]", re.I)
 # Megatron-LM's own tree (megatron/training.py, megatron/checkpointing.py before megatron.core) and its
 # entry scripts (pretrain_gpt.py): training code wherever the frame is (intelligent-machine-learning/dlrover#977)
 MEGATRON_FILE = re.compile(r"(?:^|[/\\])(?:megatron[/\\](?!core[/\\])\w+\.py$|pretrain_\w+\.py$)")

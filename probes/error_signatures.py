@@ -574,13 +574,17 @@ def quote(line: LogLine) -> dict[str, Any]:
 # ranks) ...`, volcengine/verl#3873): between ellipses, it says what was left out, not what the job printed.
 _ELISION = re.compile(r"^\s*(?:\.{3,}|…)(?:.*(?:\.{3,}|…))?\s*$")
 # A user's words in CJK before the exception on the same line (`使用transformers==4.35.2时会报错：AttributeError: …`,
-# DLLXW/baby-llama2-chinese#45; `…会出现TypeError: PPOConfig.__init__() got …`, RethinkFun/trian_ppo#1): the line is
-# read from the exception on, as if the user had pasted it on a line of its own
+# DLLXW/baby-llama2-chinese#45; `…会出现TypeError: PPOConfig.__init__() got …`, RethinkFun/trian_ppo#1; an opening quote
+# between them, `报错"ImportError: cannot import name …"`, waltonfuture/MM-UPT#1): the line is read from the exception on,
+# as if the user had pasted it on a line of its own
 _CJK_PROSE_BEFORE = re.compile(
-    r"^(?P<prose>.*[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef][\s：:，,]*)"
+    r"^(?P<prose>.*[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef][\s：:，,\"“「`]*)"
     # (ASCII classes and bounded names: `\w` takes CJK characters too, and a line of `中Error中Error…` would make
     # every position's look-ahead run to the line's end)
-    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)\b(?:\([^)\n]{0,200}\))?: \S)")
+    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)\b(?:\([^)\n]{0,200}\))?: \S"
+    # (or an import error's message without its type: `报错信息为：No module named 'vllm_ascend.distributed…'`,
+    # vllm-project/vllm-ascend#1093)
+    r"|No module named '|cannot import name ')")
 
 # An exception the user quoted in their own words, in inline code or double quotes (`…it will trigger the following
 # error: \`AssertionError: Expects tensor to be on the compute device cuda:0, was on cpu.\``, verl-project/verl#4799;

@@ -684,6 +684,12 @@ def test_a_traceback_that_lost_its_indentation_keeps_its_frames(tmp_path):
       '  File "/usr/lib/python3.10/site-packages/torch/distributed/fsdp/flat_param.py", line 440, in _init_flat_param\n',
       '    raise ValueError("`FlatParameter` requires uniform `requires_grad`")\n'],
      "ValueError: `FlatParameter` requires uniform `requires_grad`", "trainer"),
+    # NeMo-RL's policy worker streaming weights to its engine (NVIDIA-NeMo/RL#1477): the trainer's side, not the driver
+    (['  File "/work/RL-main/nemo_rl/models/policy/utils.py", line 464, in stream_weights_via_ipc_zmq_impl\n',
+      "    send_buffer_group_overlap(\n",
+      '  File "/work/RL-main/nemo_rl/models/policy/utils.py", line 399, in send_buffer_group_overlap\n',
+      "    zmq_socket.recv()\n"],
+     "zmq.error.Again: Resource temporarily unavailable", "trainer"),
     # a script of the user's with no framework's driver in its frames
     (['  File "/home/u/evaluate.py", line 12, in <module>\n', "    score(rows)\n"],
      "ZeroDivisionError: division by zero", "main process"),

@@ -1932,6 +1932,12 @@ def test_slurms_lines_inside_a_traceback_do_not_end_it(tmp_path):
     # RethinkFun/trian_ppo#1: the same with no colon between them
     ("train_ppo.py会出现TypeError: PPOConfig.__init__() got an unexpected keyword argument 'kl_penalty'，请问怎么修改？\n",
      "version_mismatch", "TypeError: PPOConfig.__init__()"),
+    # an import error's message without its type (vllm-project/vllm-ascend#1093's form, with a module of a known package)
+    ("运行时报错：No module named 'vllm.transformers_utils.tokenizer'\n", "version_mismatch",
+     "No module named 'vllm.transformers_utils.tokenizer'"),
+    # waltonfuture/MM-UPT#1: an opening quote between the words and the exception
+    ("报错\"ImportError: cannot import name 'Qwen2_5_VLFlashAttention2' from "
+     "'transformers.models.qwen2_5_vl.modeling_qwen2_5_vl'\"\n", "version_mismatch", "ImportError: cannot import name"),
 ])
 def test_an_exception_after_cjk_prose_on_its_line_is_read_from_the_exception_on(tmp_path, line, outcome, quoted):
     obs = examine(tmp_path, HEAD + line)
