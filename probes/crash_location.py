@@ -100,9 +100,9 @@ ENGINE_FILE = re.compile(r"(?:^|[/\\])(?:sglang|vllm)_\w+(?:[/\\]|\.py$)")
 # trainers (unsloth_compiled_cache/UnslothGRPOTrainer.py): a single-process run's training code, no driver's
 # (huggingface/trl#3394, unslothai/unsloth#2354)
 HF_TRAINER_FILE = re.compile(r"(?:^|[/\\])(?:transformers[/\\]trainer\.py$|trl[/\\]trainer[/\\]|Unsloth\w*Trainer\.py$)")
-# the backward pass, FSDP's wrapping and the fine-tuning kernels are training wherever they run (unslothai/unsloth#212:
-# a LoRA backward kernel; declare-lab/flan-alpaca#10: FSDP's flat parameters), a single process with no driver
-TRAIN_FILE_PARTS = re.compile(r"[/\\]torch[/\\](?:autograd|distributed[/\\]fsdp)[/\\]|[/\\](?:unsloth|peft)[/\\]")
+# the backward pass and FSDP's wrapping are training wherever they run (unslothai/unsloth#212: a LoRA kernel's
+# `backward`; declare-lab/flan-alpaca#10: FSDP's flat parameters), a single process with no driver
+TRAIN_FILE_PARTS = re.compile(r"[/\\]torch[/\\](?:autograd|distributed[/\\]fsdp)[/\\]")
 # a checkpoint converter or adapter merger run on its own (alibaba/Pai-Megatron-Patch's
 # toolkits/model_checkpoints_convertor/*/hf2mcore_*.py, #167; a LoRA merge script, huggingface/peft#297)
 CONVERT_FILE = re.compile(r"(?:^|[/\\])[\w-]*(?:convert|merge_lora|merge_peft|merge_adapter|hf2mcore|mcore2hf|hf2mg|mg2hf)"
@@ -174,10 +174,12 @@ def component_of(chain: Chain) -> tuple[str, str]:
         return "inference engine", f"frame {app[-1]} is the framework's engine code"
     if actor:  # a prefix none of the patterns knows: not the driver's, whose lines carry none
         return "unknown", f"printed by actor {actor}, which names no component the triage knows"
-    if hit := next((f for f in frames if CONVERT_FILE.search(f.file) or CONVERT_FUNCTION.match(f.function)), None):
+    # (the file names of the job's own code only: a library's `convert_slow_tokenizer.py` loads a tokenizer)
+    if hit := next((f for f in frames if (in_app(f) and CONVERT_FILE.search(f.file)) or CONVERT_FUNCTION.match(f.function)),
+                   None):
         return "checkpoint conversion", f"frame {hit} converts or merges a checkpoint"
-    if hit := next((f for f in frames if TRAIN_FILE_PARTS.search(f.file)), None):
-        return "trainer", f"frame {hit} is training code (the backward pass, FSDP, a fine-tuning kernel)"
+    if hit := next((f for f in frames if TRAIN_FILE_PARTS.search(f.file) or f.function == "backward"), None):
+        return "trainer", f"frame {hit} is training code (the backward pass, FSDP)"
     if packages & set(DRIVER_FRAMEWORKS):
         return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
     return "main process", "printed by the job's own process (no actor prefix, no rank, no framework's driver)"

@@ -690,6 +690,11 @@ def test_a_traceback_that_lost_its_indentation_keeps_its_frames(tmp_path):
       '  File "/work/RL-main/nemo_rl/models/policy/utils.py", line 399, in send_buffer_group_overlap\n',
       "    zmq_socket.recv()\n"],
      "zmq.error.Again: Resource temporarily unavailable", "trainer"),
+    # transformers converting a slow tokenizer while loading it is no checkpoint conversion
+    (['  File "/home/u/evaluate.py", line 12, in <module>\n', "    tok = AutoTokenizer.from_pretrained(path)\n",
+      '  File "/usr/lib/python3.10/site-packages/transformers/convert_slow_tokenizer.py", line 40, in import_protobuf\n',
+      "    from sentencepiece import sentencepiece_model_pb2\n"],
+     "ImportError: requires the protobuf library but it was not found in your environment", "main process"),
     # a script of the user's with no framework's driver in its frames
     (['  File "/home/u/evaluate.py", line 12, in <module>\n', "    score(rows)\n"],
      "ZeroDivisionError: division by zero", "main process"),
