@@ -1185,3 +1185,16 @@ def test_a_processs_own_error_line_before_a_wrapper_that_reraises_it_is_the_cras
     ev = obs.evidence
     assert ev["where"].endswith("job.log:1") and "srcIndex < srcSelectDimSize" in ev["exception"]
     assert ev["component"] == "trainer"
+
+
+def test_an_actors_rank_is_read_from_its_own_prefixed_line_the_first_rank_on_it():
+    from triage.formats.tracebacks import rank_mentions
+
+    data = (b"(A pid=1) x [Rank 2] y [Rank 3]\n"
+            b"(B pid=4, ip=1.2.3.4) [Rank x] then [Rank 5]\n"  # the first complete mention on the line
+            b"[Rank 7] no prefix\n"
+            b"(C pid=9) nothing\n"
+            b"(D pid=10)[Rank 1]\n"  # no space after the prefix: not Ray's
+            b"  (E pid=11) [Rank 2]\n"  # not at the line's start
+            b"(F pid=12) [Rank 6]")
+    assert rank_mentions(data, 0, len(data)) == [(1, 2), (4, 5), (12, 6)]

@@ -136,7 +136,11 @@ _RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\
 _RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]]*(?:s/it|it/s)\]")
 
 _RANK_MENTION = re.compile(r"\[Rank (\d+)\]")
-_RANK_MENTION_B = re.compile(rb"^\([\w.:-]+ pid=(\d+)[^)\n]*\) [^\n]*?\[Rank (\d+)\]", re.M)
+# an actor's line that names its rank: the prefix at the line's start, the first `[Rank N]` on the line after it.
+# Found from each `[Rank ` back to its line's start (a regex tried at every line start costs 5 s per 128 MB of
+# Ray-prefixed lines, the most of a static triage's time on such a log)
+_RANK_PREFIX_B = re.compile(rb"\([\w.:-]+ pid=(\d+)[^)\n]*\) ")
+_RANK_AT_B = re.compile(rb"\[Rank (\d+)\]")
 _HEAD_RANK = re.compile(r"\[(?:default)?rank(\d+)\]|\bTP(\d+)(?: [A-Z]{2}\d+)*\]")
 
 # Ray exceptions that wrap another process's error or report its death: envelopes, not causes.
@@ -526,9 +530,8 @@ class TracebackReader:
         rollout = _last_record(data, start, end, (b"rollout ",), b"step")
         if rollout is not None:
             self.rollout = rollout
-        if data.find(b"[Rank ", start, end) >= 0:
-            for m in _RANK_MENTION_B.finditer(data, start, end):
-                self.pid_ranks[int(m.group(1))] = int(m.group(2))
+        for pid, rank in rank_mentions(data, start, end):
+            self.pid_ranks[pid] = rank
 
     # -- lines ------------------------------------------------------------------------
 
@@ -961,6 +964,24 @@ def _open(path: Path) -> BinaryIO:
         return gzip.open(path, "rb")  # type: ignore[return-value]
     fh.seek(0)
     return fh
+
+
+def rank_mentions(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """(pid, rank) of each line in data[start:end] that an actor's prefix (`(Actor pid=N) `) opens and a `[Rank M]`
+    follows, the first on its line; in line order."""
+    out: list[tuple[int, int]] = []
+    i = data.find(b"[Rank ", start, end)
+    while i >= 0:
+        line_start = data.rfind(b"\n", start, i) + 1
+        line_end = data.find(b"\n", i, end)
+        line_end = end if line_end < 0 else line_end
+        prefix = _RANK_PREFIX_B.match(data, line_start, line_end)
+        if prefix is not None:
+            rank = _RANK_AT_B.search(data, max(i, prefix.end()), line_end)
+            if rank is not None:
+                out.append((int(prefix.group(1)), int(rank.group(1))))
+        i = data.find(b"[Rank ", line_end, end)
+    return out
 
 
 def read_tracebacks(paths: list[Path], want: set[tuple[str, int]] | None = None) -> TracebackReader:
