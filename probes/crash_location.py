@@ -111,7 +111,7 @@ CONVERT_FILE = re.compile(r"(?:^|[/\\])[\w-]*(?:convert|merge_lora|merge_peft|me
 CONVERT_FUNCTION = re.compile(r"merge_and_unload$|merge_adapter$|merge_lora\w*$|save_mgmodel$|convert_checkpoint\w*$")
 # the RL frameworks whose driver runs rollouts: where one of them is in the frames, a process with no actor and no
 # rank is its driver; elsewhere it is a script's own main process
-DRIVER_FRAMEWORKS = ("slime", "miles", "relax", "verl", "openrlhf", "nemo_rl", "areal")
+DRIVER_FRAMEWORKS = frozenset({"slime", "miles", "relax", "verl", "openrlhf", "nemo_rl", "areal"})
 
 
 IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
@@ -180,7 +180,7 @@ def component_of(chain: Chain) -> tuple[str, str]:
         return "checkpoint conversion", f"frame {hit} converts or merges a checkpoint"
     if hit := next((f for f in frames if TRAIN_FILE_PARTS.search(f.file) or f.function == "backward"), None):
         return "trainer", f"frame {hit} is training code (the backward pass, FSDP)"
-    if packages & set(DRIVER_FRAMEWORKS):
+    if packages & DRIVER_FRAMEWORKS:
         return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
     return "main process", "printed by the job's own process (no actor prefix, no rank, no framework's driver)"
 

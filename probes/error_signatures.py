@@ -573,28 +573,31 @@ def quote(line: LogLine) -> dict[str, Any]:
 # A note the user typed where they cut the paste (`... (many NCCL timeout errors from different
 # ranks) ...`, volcengine/verl#3873): between ellipses, it says what was left out, not what the job printed.
 _ELISION = re.compile(r"^\s*(?:\.{3,}|…)(?:.*(?:\.{3,}|…))?\s*$")
+# An exception's name as it stands in a user's words, a pytest report or a quote, before its message: ASCII classes
+# and bounded names (`\w` takes CJK characters too, and a line of `中Error中Error…` would make every position's
+# look-ahead run to the line's end), then its arguments (`RayTaskError(ValueError)`)
+_QUALIFIED_NAME = r"(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}"
+_NAME_ARGS = r"(?:\([^)\n]{0,200}\))?"
+_EXCEPTION_AHEAD = rf"{_QUALIFIED_NAME}(?:Error|Exception)\b{_NAME_ARGS}: \S"
+
 # A user's words in CJK before the exception on the same line (`使用transformers==4.35.2时会报错：AttributeError: …`,
 # DLLXW/baby-llama2-chinese#45; `…会出现TypeError: PPOConfig.__init__() got …`, RethinkFun/trian_ppo#1; an opening quote
 # between them, `报错"ImportError: cannot import name …"`, waltonfuture/MM-UPT#1): the line is read from the exception on,
 # as if the user had pasted it on a line of its own
 _CJK_PROSE_BEFORE = re.compile(
     r"^(?P<prose>.*[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef][\s：:，,\"“「`]*)"
-    # (ASCII classes and bounded names: `\w` takes CJK characters too, and a line of `中Error中Error…` would make
-    # every position's look-ahead run to the line's end)
-    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)\b(?:\([^)\n]{0,200}\))?: \S"
     # (or an import error's message without its type: `报错信息为：No module named 'vllm_ascend.distributed…'`,
     # vllm-project/vllm-ascend#1093)
-    r"|No module named '|cannot import name ')")
+    rf"(?={_EXCEPTION_AHEAD}|No module named '|cannot import name ')")
 
 # An exception the user quoted in their own words, in inline code or double quotes (`…it will trigger the following
 # error: \`AssertionError: Expects tensor to be on the compute device cuda:0, was on cpu.\``, verl-project/verl#4799;
 # `such as "omegaconf.errors.ConfigAttributeError: Key 'launch_reward_fn_async' is not in struct."`, cmu-l3/l1#21;
 # `reports an error: "ValueError: Please make sure to properly initialize your accelerator …"`, huggingface/trl#2329):
-# read as the exception on a line of its own. Only on a line no program printed (no logger head, time or process
-# prefix), and with words before the quote (a line that is the quote alone is read as it is).
+# read as the exception on a line of its own. Only on a line no program printed (`_typed_by_user`), and with words
+# before the quote (a line that is the quote alone is read as it is).
 _QUOTED_EXCEPTION = re.compile(
-    r"(?<![^\s:(（,，])[`\"] ?(?P<exc>(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)"
-    r"(?:\([^)\n]{0,200}\))?: [^`\"\n]{1,1500})[`\"]")
+    rf"(?<![^\s:(（,，])[`\"] ?(?P<exc>{_QUALIFIED_NAME}(?:Error|Exception){_NAME_ARGS}: [^`\"\n]{{1,1500}})[`\"]")
 
 
 # pytest's report of a test's failure: its `E       RuntimeError: …` lines under the test's source and its short
@@ -602,21 +605,23 @@ _QUOTED_EXCEPTION = re.compile(
 # failed to collect), pasted from a CI run (NVIDIA/Megatron-LM#5025, NovaSky-AI/SkyRL#1248): read from the
 # exception on, as the exception line it reports
 _PYTEST_PREFIX = re.compile(
-    r"^(?:E {2,}|(?:FAILED|ERROR) [^\s]+ - )"
-    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception|Interrupt)\b(?:\([^)\n]{0,200}\))?:? )")
+    rf"^(?:E {{2,}}|(?:FAILED|ERROR) [^\s]+ - )(?={_QUALIFIED_NAME}(?:Error|Exception|Interrupt)\b{_NAME_ARGS}:? )")
 
 
 # The user's words ending in `error:` right before the exception, unquoted (`…when save ckpt, got error:OSError: [Errno
 # 39] Directory not empty:`, huggingface/transformers#36099; `… results in error: AssertionError: …`,
-# verl-project/verl#4657): the line is read from the exception on, as for a quoted one (no logger head, time or
-# process prefix on it)
-_ERROR_WORD_BEFORE = re.compile(
-    r"^(?P<prose>.{0,400}?\b[Ee]rror\s*[:：]\s*|\[(?:BUG|Bug|bug)\]\s*)"
-    r"(?=(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,8}[A-Z][A-Za-z0-9_]{0,60}(?:Error|Exception)\b(?:\([^)\n]{0,200}\))?: \S)")
+# verl-project/verl#4657), or an issue title's `[Bug] ` tag: the line is read from the exception on, as for a quoted
+# one (`_typed_by_user`)
+_ERROR_WORD_BEFORE = re.compile(rf"^(?P<prose>.{{0,400}}?\b[Ee]rror\s*[:：]\s*|\[(?:BUG|Bug|bug)\]\s*)(?={_EXCEPTION_AHEAD})")
+
+
+def _typed_by_user(line: LogLine) -> bool:
+    """A line no program printed (no logger head, time or process prefix) that does not start with an exception."""
+    return line.level is None and line.source is None and line.timestamp is None and not TYPED_EXCEPTION.match(line.text)
 
 
 def _quoted_exception(line: LogLine) -> str | None:
-    if line.level is not None or line.source is not None or line.timestamp is not None or TYPED_EXCEPTION.match(line.text):
+    if not _typed_by_user(line):
         return None
     m = _QUOTED_EXCEPTION.search(line.text)
     if m is None or not any(c.isalpha() for c in line.text[:m.start()]):
@@ -636,8 +641,7 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             line = dataclasses.replace(line, text=line.text[m.end("prose"):])
         elif ("`" in line.text or '"' in line.text) and (quoted := _quoted_exception(line)) is not None:
             line = dataclasses.replace(line, text=quoted)
-        elif (line.level is None and line.source is None and line.timestamp is None and "rror" in line.text
-              and not TYPED_EXCEPTION.match(line.text) and (m := _ERROR_WORD_BEFORE.match(line.text))):
+        elif "rror" in line.text and _typed_by_user(line) and (m := _ERROR_WORD_BEFORE.match(line.text)):
             line = dataclasses.replace(line, text=line.text[m.end("prose"):])
         lines.setdefault((line.path, line.line_no), line)
     # Match a traceback's final line to the error line it was also kept as (texts may be
