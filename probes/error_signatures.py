@@ -336,6 +336,10 @@ class Signature:
     unless: tuple[re.Pattern[str], ...] = ()
     # every context pattern must hold (each on some text of the scope), not any one of them
     context_all: bool = False
+    # the line reports a state a monitor saw (a threshold crossed), not an operation that failed: it stands for
+    # the stop only where the job stopped there, its log ending at the monitor's last report or an error after it
+    # (`_states_gone_past`)
+    state: bool = False
 
     def excluded(self, texts: Iterable[str]) -> bool:
         return bool(self.unless) and any(p.search(t) for t in texts for p in self.unless)
@@ -507,6 +511,7 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
                 flags=tuple(flags),
                 unless=_compile(sid, "unless", entry.get("unless")),
                 context_all=bool(entry.get("context_all", False)),
+                state=bool(entry.get("state", False)),
             )
         )
     return tuple(out)
@@ -774,7 +779,33 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
             result.fatal_lines.append((line, order(line), frames.get(key, ())))
     if pending:
         result = _with_remote_frames(log, sigs, result, pending, order)
-    return _local_faults_only(_headers_give_way(result))
+    return _states_gone_past(log, _local_faults_only(_headers_give_way(result)))
+
+
+def _states_gone_past(log: LogIndex, result: ErrorScan) -> ErrorScan:
+    """A monitor's report of a state (`Signature.state`) the log went on past, with no error after it, is not
+    what stopped the job: Ray's disk monitor warns every 10 s over its 95% threshold while the job trains on
+    (verl-project/verl#5474: 136 GB free, the trainer starting after it). Where the log ends at the monitor's last
+    report (OpenRLHF/OpenRLHF#638) or an error follows it (a runtime env that could not be set up), it stands."""
+    states = [m for m in result.matches if m.signature.state]
+    if not states:
+        return result
+    gone_past: set[str] = set()
+    for path in {m.line.path for m in states}:
+        mine = [m.line.line_no for m in states if m.line.path == path]
+        last_line = log.last_lines.get(path)
+        if last_line is None or last_line <= max(mine):
+            continue  # the log ends at the monitor's last report (or its length is not known)
+        first = min(mine)
+        errors_after = any(m.line.path == path and m.line.line_no > first and not m.signature.state
+                           for m in result.matches) \
+            or any(line.path == path and line.line_no > first for line, _order, _frames in result.fatal_lines)
+        if not errors_after:
+            gone_past.add(path)
+    if not gone_past:
+        return result
+    return dataclasses.replace(
+        result, matches=[m for m in result.matches if not (m.signature.state and m.line.path in gone_past)])
 
 
 def _headers_give_way(result: ErrorScan) -> ErrorScan:
@@ -960,9 +991,12 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
                               "scheduler's record of the job (`sacct -j JOB -o State,ExitCode,MaxRSS`, `kubectl describe pod`)")
     elif outcome == "version_mismatch":
         texts = [first, *matches[0].frames]
-        out["packages"] = sorted({m.group(1).replace("/", ".") for t in texts for m in _PACKAGE.finditer(t)})
+        out["packages"] = sorted({m.group(1).replace("/", ".") for t in texts for m in _PACKAGE.finditer(t)}
+                                 | {owner for pattern, owner in _CLASS_OWNER if pattern.search(first)})
         if not out["packages"] and _TRL_TRAINER.search(first):
             out["packages"] = ["transformers", "trl"]
+        if "_unsloth_" in first:  # a method unsloth put on transformers' Trainer (unsloth_patch_signature)
+            out["packages"] = sorted({*out["packages"], "transformers", "unsloth"})
         if sym := _UNDEFINED_SYMBOL.search(first):
             out["symbol"] = sym.group("symbol")
             if sym.group("library"):
@@ -999,7 +1033,7 @@ def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:
 _PACKAGE = re.compile(
     r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|mbridge|transformer_engine|sglang|sgl_kernel|vllm"
     r"|deepspeed|flash_attn|peft|accelerate|trl|verl|slime|miles|openrlhf|swift|tensordict|bitsandbytes|xgrammar"
-    r"|outlines|axolotl)\b")
+    r"|outlines|axolotl|unsloth(?:_zoo)?)\b")
 # classes whose name says which package defines them: an attribute of one read in another package's frame is
 # one package's call into another (trl's add_hooks on deepspeed's DeepSpeedZeRoOffload, renamed in deepspeed
 # 0.16.4: huggingface/trl#2962; accelerate's on bitsandbytes' optimizers has its outer frames instead)
@@ -1012,6 +1046,14 @@ _CLASS_OWNER: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"'DeepSpeed\w*' object has no attribute"), "deepspeed"),
     (re.compile(r"'(?:Peft\w*|Lora\w*)' object has no attribute"), "peft"),
     (re.compile(r"'(?:\w*LLMEngine|EngineCore\w*)' object has no attribute"), "vllm"),
+    # the engines' and trainers' argument dataclasses, read field by field by the frameworks that launch them:
+    # sglang/srt/server_args.py `class ServerArgs` (THUDM/slime#1741: slime read `encoder_only`, a field of later
+    # SGLang releases; fixed in slime with a getattr), transformers/training_args.py `class TrainingArguments`,
+    # trl/trainer/*_config.py (`GRPOConfig`, `DPOConfig`, …, subclasses of TrainingArguments)
+    (re.compile(r"'ServerArgs' object has no attribute"), "sglang"),
+    (re.compile(r"'(?:Seq2Seq)?TrainingArguments' object has no attribute"), "transformers"),
+    (re.compile(r"'(?:GRPO|DPO|PPO|SFT|KTO|ORPO|CPO|RLOO|Reward|OnlineDPO|BCO|GKD|PRM|XPO|Nash)Config' object has no "
+                r"attribute"), "trl"),
 )
 # `ImportError: /path/lib.so: undefined symbol: _ZN5torch3jit…` (the dynamic loader's message through CPython)
 _UNDEFINED_SYMBOL = re.compile(r"(?:(?P<library>/\S+\.so(?:\.[\w.]+)?): )?undefined symbol: (?P<symbol>\w+)")

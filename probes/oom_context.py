@@ -469,8 +469,12 @@ class OomContext(Probe):
             "oom_count": len(ooms),
         }
         where = f"{oom.line.where()}" + (f" on {oom.line.source}" if oom.line.source else "")
+        # a pasted fragment holds what the user cut out: no step record in it says nothing of the steps before
+        # (NVIDIA-NeMo/RL#3244: a paste of the OOM alone, from a run that failed at step 13)
         after = (
-            f"after step {last_step}" if last_step is not None else "before any train step finished"
+            f"after step {last_step}" if last_step is not None
+            else "with no train step record in the fragment" if getattr(run, "is_fragment", False)
+            else "before any train step finished"
         )
 
         leak = release_leak(run, oom)

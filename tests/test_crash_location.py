@@ -1198,3 +1198,38 @@ def test_an_actors_rank_is_read_from_its_own_prefixed_line_the_first_rank_on_it(
             b"  (E pid=11) [Rank 2]\n"  # not at the line's start
             b"(F pid=12) [Rank 6]")
     assert rank_mentions(data, 0, len(data)) == [(1, 2), (4, 5), (12, 6)]
+
+
+def test_an_engines_argument_dataclass_read_by_a_framework_is_one_package_calling_another(tmp_path):
+    # THUDM/slime#1741 as pasted: slime reads a field of SGLang's ServerArgs that the installed SGLang does not
+    # have (fixed in slime with a getattr); the paste cut the attribute's closing quote
+    log = ('File "/code/slime/backends/sglang_utils/sglang_engine.py", line 192, in _init_normal\n'
+           "self.process = launch_server_process(ServerArgs(**server_args_dict))\n"
+           'File "/code/slime/backends/sglang_utils/sglang_engine.py", line 54, in launch_server_process\n'
+           "if server_args.encoder_only:\n"
+           "AttributeError: 'ServerArgs' object has no attribute 'encoder_only\n")
+    sig, _obs = locate(tmp_path, log)
+    assert sig.outcome == "version_mismatch", sig.summary
+    assert sig.evidence["signature"] == "cross_package_attribute"
+    assert sig.evidence["packages"] == ["sglang", "slime"]
+
+
+def test_a_trainers_own_config_read_by_the_same_package_is_no_version(tmp_path):
+    # the same class read by its own package's code, under a user's script: nothing says another package is older
+    log = ("Traceback (most recent call last):\n"
+           '  File "/home/u/train.py", line 30, in main\n'
+           "    trainer = GRPOTrainer(model, args=cfg)\n"
+           '  File "/usr/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", line 300, in __init__\n'
+           "    self.num_iterations = args.num_iterations\n"
+           "AttributeError: 'GRPOConfig' object has no attribute 'num_iterations'\n")
+    sig, _obs = locate(tmp_path, log)
+    assert sig.outcome != "version_mismatch", sig.summary
+
+
+def test_a_framework_checked_out_inside_anothers_folder_names_the_file():
+    # areal-project/AReaL#240: AReaL's checkout under a folder named verl
+    from triage.formats.tracebacks import package_of
+
+    assert package_of("/workspace/verl/RLDecisionAgent/AReaL/areal/engine/sglang_remote.py") == "areal"
+    assert package_of("/root/slime/slime/backends/sglang_utils/sglang_engine.py") == "slime"
+    assert package_of("/root/slime_plugins/models/glm4.py") is None

@@ -656,6 +656,14 @@ FIELD_CASES = [
     ("insufficient_gpus", "ValueError: The number of required GPUs exceeds the total number of available GPUs in the "
      "placement group.\n"),
     ("insufficient_gpus", "ValueError: The number of required GPUs exceeds the total number of available GPUs in the cluster.\n"),
+    # SGLang's decode allocation failing after eviction, logged and raised (sglang mem_cache/common.py)
+    ("cuda_oom", "[2026-01-05 10:00:00 TP0] Decode out of memory. Try to lower your batch size.\n"),
+    # CUDA's cudaErrorSystemNotReady on an NVSwitch node whose fabric manager is not running
+    # (huggingface/huggingface_hub#4134)
+    ("gpu_fault", "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+     "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized\n"),
+    # a TypeError from a method unsloth replaced on transformers' Trainer (unslothai/unsloth#2148, unsloth-zoo#91)
+    ("version_mismatch", "TypeError: _unsloth_get_batch_samples() takes 3 positional arguments but 4 were given\n"),
 ]
 
 
@@ -762,7 +770,13 @@ NEAR_MISSES = [
     # vLLM's pynccl wording of a rank's own failed NCCL call (ncclCommInitRank) is no aborted collective
     # (vllm-project/vllm#16707)
     ("nccl_abort", "(RayWorkerWrapper pid=880) ERROR 04-16 01:01:44 [worker_base.py:620] RuntimeError: NCCL error: "
-     "unhandled system error (run with NCCL_DEBUG=INFO for details) [repeated 6x across cluster]\n"),
+     "unhandled system error (run with NCCL_DEBUG=INFO for details) [repeated 6x across cluster]\n"),    # SGLang's scheduler retracting requests when a decode batch does not fit is an INFO line of normal operation
+    # (sgl-project/sglang#4184; its tuning guide: "occasionally but not frequently, it is okay")
+    ("cuda_oom", "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: "
+     "0.1474 -> 0.1845\n"),
+    # the user's list of what was tried on a run that hung with no error (radixark/miles#574)
+    ("nccl_abort", "- Considering NCCL timeout variables (`NCCL_TIMEOUT=1800`, `TORCH_NCCL_ASYNC_ERROR_HANDLING=1`) to "
+     "surface diagnostics\n"),
 ]
 
 
@@ -2117,3 +2131,26 @@ def test_ray_failing_to_rebuild_a_remote_exception_is_not_a_version(tmp_path):
            "    return pickle.loads(ray_exception.serialized_exception)\n"
            "TypeError: __init__() missing 5 required positional arguments: 'url', 'code', 'msg', 'hdrs', and 'fp'\n")
     assert examine(tmp_path, log).outcome == "other_error"
+
+
+RAY_DISK = ("(raylet) [2026-03-03 15:24:06,801 E 330298 330327] (raylet) file_system_monitor.cc:116: "
+            "/tmp/ray/session_2026-03-03_15-20-01_000000_1 is over 95% full, available space: 136.201 GB; "
+            "capacity: 7095.97 GB. Object creation will fail if spilling is required.\n")
+
+
+def test_a_disk_monitor_the_job_went_on_past_is_not_the_stop(tmp_path):
+    # verl-project/verl#5474: Ray's warning, then the trainer starting; nothing failed to write
+    log = RAY_DISK + "(FullyAsyncTaskRunner pid=334042) [ASYNC MAIN] Starting fully async PPO training...\n\n\n"
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome != "disk_full", obs.summary
+
+
+@pytest.mark.parametrize("after", [
+    "\n\n",  # the log ends at the monitor's report (OpenRLHF/OpenRLHF#638), blank lines under it
+    "Traceback (most recent call last):\n  File \"/app/main.py\", line 3, in <module>\n    run()\n"
+    "ray.exceptions.RuntimeEnvSetupError: Failed to set up runtime environment.\n",  # an error after it
+])
+def test_a_disk_monitor_where_the_job_stopped_is_the_full_disk(tmp_path, after):
+    obs = examine(tmp_path, HEAD + RAY_DISK + RAY_DISK + after)
+    assert obs.outcome == "disk_full", obs.summary
+    assert obs.evidence["signature"] == "ray_disk_monitor"

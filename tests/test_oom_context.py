@@ -457,3 +457,13 @@ def test_a_kv_cache_too_small_for_one_sequence_asks_for_a_shorter_context_not_a_
     assert rc["remedy"].startswith("vLLM's KV cache, sized from its memory share once the weights are loaded, cannot "
                                    "hold one sequence of its max_model_len: lower max_model_len")
     assert "Lower --sglang-mem-fraction-static" not in rc["remedy"]
+
+
+def test_a_pasted_oom_with_no_step_record_is_not_said_to_come_before_any_step(tmp_path):
+    # NVIDIA-NeMo/RL#3244: the user pasted the OOM alone, from a run that failed at step 13
+    from triage.sources import open_text_run
+    log = traceback("(MegatronPolicyWorker pid=35477)",
+                    [("/opt/nemo-rl/nemo_rl/models/policy/workers/megatron_policy_worker.py", 900, "train")])
+    obs = OomContext().examine(open_text_run(log))
+    assert "with no train step record in the fragment" in obs.summary
+    assert "before any train step" not in obs.summary

@@ -156,6 +156,35 @@ def test_a_paste_indented_as_a_whole_is_read_as_if_it_were_not():
     assert tb.exception == "ValueError: boom" and tb.source == "SGLangEngine pid=32887"
 
 
+def test_a_paste_copied_from_a_numbered_view_is_read_without_its_line_numbers():
+    # alibaba/ROLL#436: every line behind its number, the exception at 6
+    from triage.run.fragment import ungutter
+
+    numbered = (b" 1 (DynamicSamplingScheduler) Traceback (most recent call last):\n"
+                b"   2   File \".../roll/distributed/scheduler/generate_scheduler.py\", line 478, in __init__\n"
+                b"   3     self.get_next_dataset_item()\n"
+                b"   4 AttributeError: 'DynamicSamplingScheduler' object has no attribute 'dataset_iter'\n")
+    run = open_bytes_run(numbered)
+    tb = run.log.tracebacks[0]
+    assert tb.exception.startswith("AttributeError: 'DynamicSamplingScheduler'")
+    assert run.log.last_lines == {tb.path: 4}  # the lines keep their numbers, the paste's own
+    # `cat -n` (a tab, blank lines numbered too)
+    assert ungutter(b"     1\tTraceback (most recent call last):\n     2\t\n     3\tValueError: x\n") == \
+        b"Traceback (most recent call last):\n\nValueError: x\n"
+
+
+@pytest.mark.parametrize("text", [
+    b"1 epoch done\n2 epochs done\n",  # two lines may be numbered by chance
+    b"step loss\n1 0.5\n2 0.4\n3 0.3\n",  # a table's index under its header
+    b"1 a\n2 b\n4 c\n",  # numbers that skip a line count something else
+    b"0 rank up\n0 rank up\n0 rank up\n",
+])
+def test_numbers_that_are_the_logs_own_are_kept(text):
+    from triage.run.fragment import ungutter
+
+    assert ungutter(text) == text
+
+
 def test_candidates_no_finding_points_at_are_not_called_supported(monkeypatch, capsys):
     # a lone OSError line (NVIDIA/Megatron-LM#185) is located, and a paste with nothing to decide from
     # lists what the blocked checks could decide without ranking them as supported

@@ -87,6 +87,8 @@ class LogIndex:
     {"slime_dict": 120}}`. Grammars: slime_dict, verl_console, hf_dict, swift_json,
     tqdm_postfix (`triage.formats.metric_lines`). A file with `{}` held no metric record."""
     dropped_errors: int = 0  # error lines beyond MAX_ERROR_LINES (counted, not kept)
+    last_lines: dict[str, int] = field(default_factory=dict)
+    """Per log file, the number of its last line that is not blank: whether the log went on past a line."""
 
     def records_per_kind(self) -> dict[str, int]:
         """How many metric records of each kind the logs held (step, rollout, perf, eval, verl,

@@ -1161,6 +1161,9 @@ class _FileScan:
     def account(self) -> None:
         self.out.lines += self.lines
         self.out.parsed_by[self.where] = dict(self.grammar_counts)
+        tail = self.tail_sample
+        blank = tail[len(tail.rstrip()):].count(b"\n") - (1 if tail.endswith(b"\n") else 0)
+        self.out.last_lines[self.where] = self.lines - max(blank, 0)
 
     # -- per chunk -------------------------------------------------------------
 

@@ -256,7 +256,9 @@ LIBRARIES = (
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[\w.-]+\.egg[/\\])?(?P<pkg>[\w.-]+)")
 _STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)|^<frozen |^<string>$|^<stdin>$|^<[\w ]+>$")
 _LIB_DIR = re.compile(r"(?:^|[/\\])(?P<pkg>" + "|".join(re.escape(x) for x in LIBRARIES) + r")[/\\]")
-_FW_DIR = re.compile(r"(?:^|[/\\])(?P<pkg>" + "|".join(FRAMEWORKS) + r")[/\\]")
+# (the deepest one names the file: a framework checked out inside another's folder, `/workspace/verl/…/AReaL/areal/
+# engine/sglang_remote.py`, areal-project/AReaL#240)
+_FW_DIR = re.compile(r"(?:(?<=[/\\])|^)(?P<pkg>" + "|".join(FRAMEWORKS) + r")(?=[/\\])")
 
 
 def package_of(frame_file: str) -> str | None:
@@ -264,7 +266,7 @@ def package_of(frame_file: str) -> str | None:
     m = _SITE.search(frame_file)
     if m:
         return m.group("pkg").split(".")[0]
-    m = _FW_DIR.search(frame_file)
+    *_, m = (None, *_FW_DIR.finditer(frame_file))
     if m:
         return m.group("pkg")
     m = _LIB_DIR.search(frame_file)

@@ -114,10 +114,43 @@ def dedent(data: bytes) -> bytes:
     return b"\n".join(line[indent:] if line.strip() else line for line in lines)
 
 
+# A line number and one separator (a tab from `cat -n`, a space from an editor's or a viewer's gutter)
+_GUTTER = re.compile(rb"^[ \t]*(\d{1,7})(?:[\t ]|$)")
+# Fewer numbered lines than this may be numbered by chance (a list, `1 epoch`): two consecutive numbers prove no gutter
+GUTTER_MIN_LINES = 3
+
+
+def ungutter(data: bytes) -> bytes:
+    """The fragment without the line numbers a viewer put in front of every line.
+
+    A log copied from a numbered view (alibaba/ROLL#436: `   6 AttributeError: …` under `   2   File …`)
+    hides its exception and frame lines behind the numbers. Taken off only when every line that is
+    not blank starts with a number and the numbers count the lines, one each, from the first
+    numbered line to the last: a log's own numbers (steps, ranks, a table's index under its header)
+    never do.
+    """
+    lines = data.split(b"\n")
+    numbered: list[tuple[int, int, int]] = []  # (index, number, end of the gutter)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        m = _GUTTER.match(line)
+        if m is None:
+            return data
+        numbered.append((i, int(m.group(1)), m.end()))
+    if len(numbered) < GUTTER_MIN_LINES:
+        return data
+    first_i, first_n, _ = numbered[0]
+    if any(n - first_n != i - first_i for i, n, _ in numbered):
+        return data
+    ends = {i: end for i, _n, end in numbered}
+    return b"\n".join(line[ends[i]:] if i in ends else line for i, line in enumerate(lines))
+
+
 def open_bytes_run(data: bytes, name: str = "fragment.log", what: str = "the fragment") -> Run:
     """A run made of one pasted fragment (bytes); BadInput (one line) when it cannot be a log."""
     _check_fragment(data, what)
-    data = dedent(data)
+    data = dedent(ungutter(data))
     tmp = Path(tempfile.mkdtemp(prefix="triage-fragment-"))
     path = tmp / _safe_name(name)
     with open(path, "wb") as fh:
