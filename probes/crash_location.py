@@ -53,6 +53,9 @@ CASCADE_TYPES = re.compile(
     r"^(?:DistBackendError|DistStoreError|DistNetworkError|ActorDiedError|RayActorError|ActorUnavailableError|"
     r"WorkerCrashedError|OwnerDiedError|ChildFailedError|KeyboardInterrupt|SignalException|SystemExit|"
     r"GetTimeoutError|CancelledError"
+    # a child command's failure as the Python that ran it reports it: the command's own error is above (a build's
+    # compiler or CMake error, NVIDIA/TransformerEngine#954, #1309)
+    r"|CalledProcessError"
     # an exception group's own traceback ends on the group; each error it gathered follows with its own traceback
     # (Python 3.11+: asyncio / anyio task groups, Starlette under SGLang's server, sgl-project/sglang#19514)
     r"|ExceptionGroup|BaseExceptionGroup)$"

@@ -111,6 +111,8 @@ CONSEQUENCE_LINE = re.compile(
     # job ends on them, but why the process died is said elsewhere
     r"|The actor is dead because its (?:worker process|owner) has died"
     r"|A worker died or was killed while executing a task by an unexpected system error"
+    # a child command's exit reported by the Python that ran it (a build's compiler or CMake: NVIDIA/TransformerEngine#954)
+    r"|\bCalledProcessError: Command '.*' returned non-zero exit status \d+"
 )
 
 # How far back (lines, same file) a signature's context may be found when the
@@ -213,6 +215,12 @@ FATAL_LINE = re.compile(
     # CPython refusing the script it was given (Modules/main.c: `python: can't open file '…': [Errno 2] No such file or
     # directory`): a module name passed as a path, a working directory without it (OpenRLHF/OpenRLHF#573)
     r"|\bpython[\d.]*: can't open file '"
+    # a build that stopped: the compiler's error at a source line (gcc / clang `file:line:col: fatal error: cudnn.h: No
+    # such file or directory`, NVIDIA/TransformerEngine#918, #1309; nvcc's `file.cu(12): error: …`) and CMake's
+    # (`CMake Error at cmake/FindCUDNN.cmake:19 (find_library):`, NVIDIA/TransformerEngine#954, #1216); the
+    # `subprocess.CalledProcessError` of the setup script that ran them is their consequence (CONSEQUENCE_LINE)
+    r"|^\S+?(?::\d+:\d+:|\(\d+\):) (?:fatal )?error: \S"
+    r"|^CMake Error(?: at \S+:\d+|:) ?\S"
     r"|The actor is dead because its (?:worker process|owner) has died"
     r"|A worker died or was killed while executing a task by an unexpected system error"
     # NCCL's CUDACHECK: a CUDA call inside NCCL failed, and the collective returns ncclUnhandledCudaError;

@@ -1233,3 +1233,22 @@ def test_a_framework_checked_out_inside_anothers_folder_names_the_file():
     assert package_of("/workspace/verl/RLDecisionAgent/AReaL/areal/engine/sglang_remote.py") == "areal"
     assert package_of("/root/slime/slime/backends/sglang_utils/sglang_engine.py") == "slime"
     assert package_of("/root/slime_plugins/models/glm4.py") is None
+
+
+@pytest.mark.parametrize("first", [
+    # gcc under ninja (NVIDIA/TransformerEngine#1309)
+    "/env/lib/python3.9/site-packages/torch/include/ATen/cudnn/cudnn-wrapper.h:3:10: fatal error: cudnn.h: No such file "
+    "or directory\n    3 | #include <cudnn.h>\ncompilation terminated.\nninja: build stopped: subcommand failed.\n",
+    # CMake's configure step (NVIDIA/TransformerEngine#954)
+    "CMake Error at cmake/FindCUDNN.cmake:19 (find_library):\n  Could not find cudnn_LIBRARY using the following names: "
+    "cudnn, libcudnn.so.\n-- Configuring incomplete, errors occurred!\n",
+])
+def test_a_build_that_stopped_is_located_at_its_compilers_error_not_the_setup_scripts(tmp_path, first):
+    log = first + ("Traceback (most recent call last):\n"
+                   '  File "/usr/lib/python3.9/subprocess.py", line 528, in run\n'
+                   "    raise CalledProcessError(retcode, process.args,\n"
+                   "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.\n")
+    sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.summary.startswith("The job stopped on `" + first.split("\n")[0][:40])
+    assert sig.evidence["line"]["where"].endswith(":1"), sig.summary

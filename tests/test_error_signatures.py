@@ -664,6 +664,14 @@ FIELD_CASES = [
      "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized\n"),
     # a TypeError from a method unsloth replaced on transformers' Trainer (unslothai/unsloth#2148, unsloth-zoo#91)
     ("version_mismatch", "TypeError: _unsloth_get_batch_samples() takes 3 positional arguments but 4 were given\n"),
+    # a version requirement in the words of the program that checked it (hiyouga/LlamaFactory#10151), transformers'
+    # require_version with its message cut (modelscope/ms-swift#1520), pkg_resources' refusal without its type under
+    # transformers' lazy-import wrapper (hiyouga/LlamaFactory#6884)
+    ("version_mismatch", "RuntimeError: LFM2.5-VL model requires transformers>=4.58.0\n"),
+    ("version_mismatch", "ImportError: transformers>=4.43 is required for a\n"),
+    ("version_mismatch", "RuntimeError: Failed to import transformers.modeling_utils because of the following error (look up "
+     "to see its traceback):\nThe 'transformers!=4.46.*,<=4.48.3,>=4.41.2' distribution was not found and is required by "
+     "llamafactory\n"),
 ]
 
 
@@ -777,6 +785,8 @@ NEAR_MISSES = [
     # the user's list of what was tried on a run that hung with no error (radixark/miles#574)
     ("nccl_abort", "- Considering NCCL timeout variables (`NCCL_TIMEOUT=1800`, `TORCH_NCCL_ASYNC_ERROR_HANDLING=1`) to "
      "surface diagnostics\n"),
+    # a requirement named in words with no version operator is not a version check
+    ("version_mismatch", "RuntimeError: this script requires transformers to be installed\n"),
 ]
 
 

@@ -158,6 +158,10 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # torch's warning that its build has no kernels for the GPU (`NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is
     # not compatible with the current PyTorch installation.`, pytorch/pytorch#152077)
     "is not compatible with the current PyTorch",
+    # pkg_resources' refusal as the message under transformers' lazy-import wrapper, without its type
+    # (hiyouga/LlamaFactory#6884: `The 'transformers!=4.46.*,…,>=4.41.2' distribution was not found and is required by
+    # llamafactory` under `Failed to import transformers.modeling_utils because of the following error`)
+    "distribution was not found",
 )
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
