@@ -70,6 +70,9 @@ CASCADE_TEXT = re.compile(
 _DEATH = r"(?:ActorDiedError|RayActorError|ActorUnavailableError|WorkerCrashedError|OwnerDiedError|ChildFailedError)"
 # (also wrapped by the task that called the dead actor: `RayTaskError(ActorDiedError)`, PeterGriffinJin/Search-R1#45)
 DEATH_TYPES = re.compile(rf"^(?:{_DEATH}|RayTaskError\({_DEATH}\))$")
+# Ray's envelope of a remote task that raised, with no death inside it (`ray.exceptions.RayTaskError: ray::Actor.method()
+# (pid=…, ip=…)`; a wrapped death, `RayTaskError(ActorDiedError)`, is a death's report)
+_TASK_RAISED = re.compile(r"\bRayTaskError(?!\(\w*(?:Died|Unavailable|Crashed)\w*\)): (ray::[\w.]+\(\))")
 DIED_CLASS = re.compile(r"\bclass_name: (\w+)")
 REWARD = re.compile(r"reward|rm_hub|compute_score|verif(?:y|ier)|grader|math_equal|judge", re.I)
 DATA = re.compile(r"dataset|dataloader|data_loader|[/\\]data(?:_utils)?[/\\]|[/\\]data\.py$|__getitem__|collate", re.I)
@@ -447,8 +450,15 @@ class CrashLocation(Probe):
         if not fatal:
             if every:  # only a report that another process failed (a worker that died, a launcher's summary)
                 line = min(every, key=lambda f: f[1])[0]
+                task = _TASK_RAISED.search(line.text)
                 return self.observe(
                     "not_located",
+                    # Ray's envelope of a task that raised names the task, not a death: the process lived on
+                    # (NVIDIA-NeMo/RL#1633: `RayTaskError: ray::MegatronPolicyWorker.generate() (pid=…)`, flashinfer's
+                    # exception in the worker)
+                    f"The log holds only Ray's report that the remote task {task.group(1)} raised (`{short(line.text, 140)}` "
+                    f"at {line.where()}), not the task's own exception: it is printed under that report, or in the "
+                    "actor's worker log (`/tmp/ray/session_latest/logs/worker-*`)." if task else
                     f"The log holds only the report of a process that died (`{short(line.text, 140)}` at {line.where()}), "
                     "not its own error: why it died is in that process's log or the node's kernel log (`dmesg -T`).",
                     0.6,

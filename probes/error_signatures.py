@@ -221,6 +221,10 @@ FATAL_LINE = re.compile(
     # `subprocess.CalledProcessError` of the setup script that ran them is their consequence (CONSEQUENCE_LINE)
     r"|^\S+?(?::\d+:\d+:|\(\d+\):) (?:fatal )?error: \S"
     r"|^CMake Error(?: at \S+:\d+|:) ?\S"
+    # Slurm refusing the job before it ran (src/sbatch/sbatch.c `Batch job submission failed: %s`; srun's and salloc's
+    # `Unable to allocate resources: %s`, `Job submit/allocate failed: %s`): NVIDIA-NeMo/RL#3052, a time limit over the
+    # partition's (`Requested time limit is invalid (missing or exceeds some limit)`)
+    r"|^s(?:batch|run|alloc): error: (?:Batch job submission failed|Unable to allocate resources|Job submit/allocate failed): \S"
     r"|The actor is dead because its (?:worker process|owner) has died"
     r"|A worker died or was killed while executing a task by an unexpected system error"
     # NCCL's CUDACHECK: a CUDA call inside NCCL failed, and the collective returns ncclUnhandledCudaError;
@@ -1041,7 +1045,7 @@ def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:
 _PACKAGE = re.compile(
     r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|mbridge|transformer_engine|sglang|sgl_kernel|vllm"
     r"|deepspeed|flash_attn|peft|accelerate|trl|verl|slime|miles|openrlhf|swift|tensordict|bitsandbytes|xgrammar"
-    r"|outlines|axolotl|unsloth(?:_zoo)?)\b")
+    r"|outlines|axolotl|unsloth(?:_zoo)?|mindspeed(?:_llm|_rl|_mm)?|torch_npu|vllm_ascend)\b")
 # classes whose name says which package defines them: an attribute of one read in another package's frame is
 # one package's call into another (trl's add_hooks on deepspeed's DeepSpeedZeRoOffload, renamed in deepspeed
 # 0.16.4: huggingface/trl#2962; accelerate's on bitsandbytes' optimizers has its outer frames instead)

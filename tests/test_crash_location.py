@@ -1252,3 +1252,21 @@ def test_a_build_that_stopped_is_located_at_its_compilers_error_not_the_setup_sc
     assert obs.outcome == "located", obs.summary
     assert obs.summary.startswith("The job stopped on `" + first.split("\n")[0][:40])
     assert sig.evidence["line"]["where"].endswith(":1"), sig.summary
+
+
+def test_slurms_refusal_to_run_the_job_is_located(tmp_path):
+    # NVIDIA-NeMo/RL#3052: a time limit over the partition's, refused at submission
+    _sig, obs = locate(tmp_path, "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or "
+                                 "exceeds some limit)\n")
+    assert obs.outcome == "located", obs.summary
+    assert "Batch job submission failed" in obs.summary
+
+
+def test_a_tasks_envelope_alone_is_not_called_a_death(tmp_path):
+    # NVIDIA-NeMo/RL#1633: Ray's report that a remote method raised; the worker lived on
+    # (as pasted from pytest's report, `E   ` before it)
+    _sig, obs = locate(tmp_path, "E                       ray.exceptions.RayTaskError: ray::MegatronPolicyWorker.generate() (pid=2680520, "
+                                 "ip=172.17.0.2, repr=MegatronPolicyWorker[rank=0])\n")
+    assert obs.outcome == "not_located", obs.summary
+    assert "remote task ray::MegatronPolicyWorker.generate() raised" in obs.summary
+    assert "died" not in obs.summary and "dmesg" not in obs.summary

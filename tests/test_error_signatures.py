@@ -672,6 +672,17 @@ FIELD_CASES = [
     ("version_mismatch", "RuntimeError: Failed to import transformers.modeling_utils because of the following error (look up "
      "to see its traceback):\nThe 'transformers!=4.46.*,<=4.48.3,>=4.41.2' distribution was not found and is required by "
      "llamafactory\n"),
+    # an import MindSpeed-LLM makes of MindSpeed that the installed MindSpeed does not have (Ascend/MindSpeed-LLM#7)
+    ("version_mismatch", "Traceback (most recent call last):\n"
+     '  File "/MindSpeed-LLM-New/mindspeed_llm/features_manager/__init__.py", line 4, in <module>\n'
+     "    from mindspeed.features_manager import (\n"
+     "ImportError: cannot import name 'HcclOpModeSetFeature' from 'mindspeed.features_manager' "
+     "(/MindSpeed-LLM-New/mindspeed/features_manager/__init__.py)\n"),
+    # DeepSpeed's op builder refusing a CUDA toolkit other than torch's, its message cut (deepspeedai/DeepSpeedExamples#370)
+    ("version_mismatch", "Exception: >- DeepSpeed Op Builder: Installed CUDA version 12.0 does not match the version torch was "
+     "compiled with 11.8, unable to\n"),
+    # DeepSpeed's fp16 loss scaler giving up, pasted without its Exception (deepspeedai/DeepSpeedExamples#531)
+    ("nan_check_failed", "`Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.`\n"),
 ]
 
 
