@@ -681,8 +681,6 @@ FIELD_CASES = [
     # DeepSpeed's op builder refusing a CUDA toolkit other than torch's, its message cut (deepspeedai/DeepSpeedExamples#370)
     ("version_mismatch", "Exception: >- DeepSpeed Op Builder: Installed CUDA version 12.0 does not match the version torch was "
      "compiled with 11.8, unable to\n"),
-    # DeepSpeed's fp16 loss scaler giving up, pasted without its Exception (deepspeedai/DeepSpeedExamples#531)
-    ("nan_check_failed", "`Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.`\n"),
 ]
 
 

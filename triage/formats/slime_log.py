@@ -162,9 +162,6 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # (hiyouga/LlamaFactory#6884: `The 'transformers!=4.46.*,…,>=4.41.2' distribution was not found and is required by
     # llamafactory` under `Failed to import transformers.modeling_utils because of the following error`)
     "distribution was not found",
-    # DeepSpeed's fp16 loss scaler giving up, its Exception's message pasted alone (deepspeedai/DeepSpeedExamples#531:
-    # `Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.`)
-    "loss scale already at minimum",
 )
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
