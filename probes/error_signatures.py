@@ -157,13 +157,16 @@ FATAL_LINE = re.compile(
     r"|\bMemory access fault by GPU node-\d+"
     # abseil's failure signal handler (Ray's workers install it): `*** SIGABRT received at time=1773825404 on cpu 49 ***`
     # (verl-project/verl#5659, after `Cannot load symbol cublasLtGetVersion`)
-    r"|\*\*\* SIG[A-Z]+ received at time=\d+"
+    # (not SIGTERM: Ray's workers print it when Ray ends them at a normal shutdown, vllm-project/vllm#13437, fixed by
+    # vllm-project/vllm#13502's "please ignore because this is the expected termination process in Ray"; a SIGTERM
+    # from elsewhere is the kill family's)
+    r"|\*\*\* SIG(?!TERM\b)[A-Z]+ received at time=\d+"
     # glog's failure signal handler in its older form (`*** SIGABRT (@0x7fff6d9bf7fa) received by PID 2316 (TID …)`),
     # libc++'s terminate handler (macOS: `libc++abi.dylib: terminating with uncaught exception of type …`), the Ray
     # driver's report that its raylet died (`Raylet is terminated. Termination is unexpected. Possible reasons …`,
     # ray-project/ray#60048) and a process that gives up on its GCS (`Failed to connect to GCS within 60 seconds. GCS
     # may have been killed. … The program will terminate.`, ray-project/kuberay#3897); ray-project/ray#7724
-    r"|\*\*\* SIG[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"
+    r"|\*\*\* SIG(?!TERM\b)[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"
     r"|\bterminating with uncaught exception of type\b"
     r"|\bRaylet is terminated\. Termination is unexpected\b"
     r"|\bFailed to connect to GCS within \d+ seconds\. GCS may have been killed\b"
@@ -1084,7 +1087,8 @@ _SUMMARY = {
     "engine_port_conflict": "a server could not be reached or could not bind its port",
     "port_unreachable": "a client could not reach a server on its own node (loopback)",
     "server_unavailable": "the rollout server (or its router) answered 503: nothing healthy behind it took the request",
-    "inductor_cache": "torch.compile hit a corrupt inductor cache entry (JSONDecodeError)",
+    "inductor_cache": "torch.compile hit a corrupt compile-cache entry (inductor's JSONDecodeError, vLLM's corrupted "
+                      "compilation artifact)",
     "hf_model_not_found": "transformers could not find the model or its config",
     "no_pad_token": "the tokenizer has no padding token",
     "eos_boundary": "the chat template's end boundary came before its start",

@@ -136,6 +136,24 @@ def _last_index(run: Run, kind: str) -> int | None:
     return last
 
 
+# The canonical training series whose steps are train steps in every framework's records (slime's `step` records,
+# verl's `step:N`, the HF Trainer's dicts, OpenRLHF's training bar)
+TRAIN_SERIES = ("grad_norm", "loss", "pg_loss")
+# vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp): every allocation of an engine started with sleep mode, which
+# the frameworks turn on to share the GPUs with training (OpenRLHF's --vllm_enable_sleep, verl's and TRL's colocated
+# engines); past the engine's start it allocates only when the engine wakes up (TideDra/lmm-r1#43, after epoch 1)
+SLEEP_ALLOCATOR = re.compile(r"cumem_allocator")
+
+
+def _last_train_step(run: Run) -> int | None:
+    """The last train step the metrics recorded: slime's step records, else any framework's training series."""
+    last = _last_index(run, "step")
+    if last is not None:
+        return last
+    steps = [int(s.steps.max()) for name in TRAIN_SERIES if (s := run.metrics.get(name)) is not None and len(s)]
+    return max(steps) if steps else None
+
+
 def _colocated(run: Run) -> bool | None:
     """Whether training and inference share GPUs (`--colocate`); None when the args are unknown."""
     try:
@@ -447,7 +465,7 @@ class OomContext(Probe):
         if not ooms:
             raise Unavailable("log", "no CUDA out-of-memory error in the log, so there is no OOM to place")
         oom = ooms[0]
-        last_step = _last_index(run, "step")
+        last_step = _last_train_step(run)
         last_rollout = _last_index(run, "rollout")
         colocated = _colocated(run)
         frames = adjacent_frames(run, oom)
@@ -510,6 +528,9 @@ class OomContext(Probe):
                 else "shown by the engine's sleep / wake-up frames" if in_wake
                 else "shown by the trainer's request to resume the engine's memory")
         in_wake = in_wake or resuming
+        if colocated is None and SLEEP_ALLOCATOR.search(oom.line.text):
+            colocated = True
+            evidence["colocate"] = "shown by vLLM's sleep-mode allocator (cumem_allocator), which runs only with sleep mode"
         if colocated and (stepped or in_wake) and (switching or (in_engine and first_switch)):
             evidence["switch"] = "first" if first_switch else "later"
             what = "weights were being moved between training and the engine" if switching and not \

@@ -1270,3 +1270,24 @@ def test_a_tasks_envelope_alone_is_not_called_a_death(tmp_path):
     assert obs.outcome == "not_located", obs.summary
     assert "remote task ray::MegatronPolicyWorker.generate() raised" in obs.summary
     assert "died" not in obs.summary and "dmesg" not in obs.summary
+
+
+def test_abseils_banner_for_a_crash_signal_is_located_and_for_sigterm_is_not(tmp_path):
+    # verl-project/verl#5659: SIGABRT ends the worker; Ray's own SIGTERM at shutdown does not (vllm-project/vllm#13437)
+    _sig, obs = locate(tmp_path, "*** SIGABRT received at time=1773825404 on cpu 49 ***\n")
+    assert obs.outcome == "located", obs.summary
+    _sig, obs = locate(tmp_path, "*** SIGTERM received at time=1739834838 on cpu 88 ***\n")
+    assert obs.outcome == "not_located", obs.summary
+
+
+def test_two_vllm_workers_lines_are_two_processes(tmp_path):
+    # vllm-project/vllm#16150: rank 2's line under rank 5's exception is not its message
+    pre5 = "(VllmWorker rank=5 pid=9469) ERROR 04-07 10:56:15 [multiproc_executor.py:383] "
+    log = (pre5 + "Traceback (most recent call last):\n"
+           + pre5 + '  File "/usr/local/lib/python3.10/dist-packages/torch/_inductor/output_code.py", line 466, in __call__\n'
+           + pre5 + "    return self.current_callable(inputs)\n"
+           + pre5 + "ValueError: too many values to unpack (expected 12)\n"
+           "(VllmWorker rank=2 pid=9252) ERROR 04-07 10:56:15 [multiproc_executor.py:383] WorkerProc hit an exception: %s\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.evidence["exception"] == "ValueError: too many values to unpack (expected 12)", obs.summary
+    assert obs.evidence["pid"] == 9469

@@ -681,6 +681,8 @@ FIELD_CASES = [
     # DeepSpeed's op builder refusing a CUDA toolkit other than torch's, its message cut (deepspeedai/DeepSpeedExamples#370)
     ("version_mismatch", "Exception: >- DeepSpeed Op Builder: Installed CUDA version 12.0 does not match the version torch was "
      "compiled with 11.8, unable to\n"),
+    # vLLM's compile step refusing a corrupted cache artifact (NovaSky-AI/SkyRL#2167: engines of several nodes sharing one)
+    ("inductor_cache", "RuntimeError: vLLM failed to compile the model ... corrupted compilation artifact\n"),
 ]
 
 
@@ -796,6 +798,10 @@ NEAR_MISSES = [
      "surface diagnostics\n"),
     # a requirement named in words with no version operator is not a version check
     ("version_mismatch", "RuntimeError: this script requires transformers to be installed\n"),
+    # Ray's workers ended by Ray at a normal shutdown print abseil's SIGTERM banner (vllm-project/vllm#13437: "please
+    # ignore because this is the expected termination process in Ray")
+    ("other_error", "INFO 02-17 15:27:18 llm_engine.py:431] Processed prompts: 100%\n"
+     "[2025-02-17 15:27:18,341 E 2669821 2669821] logging.cc:460: *** SIGTERM received at time=1739834838 on cpu 88 ***\n"),
 ]
 
 

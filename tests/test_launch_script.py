@@ -165,6 +165,13 @@ def test_a_script_with_unbalanced_quotes_is_refused_in_one_line(tmp_path):
         parse_launch_script('N=1\nARGS="--lr 1e-6\npython3 train.py $ARGS\n', "bad.sh")
 
 
+def test_a_command_continued_past_the_end_of_the_script_is_read_as_it_stands():
+    # OpenRLHF/OpenRLHF#1066: the paste of the command ends on `--adam_offload \`
+    flags, _ = script_arguments(parse_launch_script(
+        "python3 -m openrlhf.cli.train_ppo_ray \\\n   --actor_num_gpus_per_node 4 \\\n   --adam_offload \\\n"))
+    assert flags["actor_num_gpus_per_node"] == 4 and flags["adam_offload"] is True
+
+
 def test_a_launch_script_with_unbalanced_quotes_exits_2(tmp_path, capsys):
     (tmp_path / "run.sh").write_text("ROLLOUT_ARGS=(\n  --rollout-stop '</s>\n)\npython3 train.py \"${ROLLOUT_ARGS[@]}\"\n")
     (tmp_path / "job.log").write_text("[2026-08-01 10:00:00] model.py:918 - step 0: {'train/loss': 0.1}\n")

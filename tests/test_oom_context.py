@@ -467,3 +467,20 @@ def test_a_pasted_oom_with_no_step_record_is_not_said_to_come_before_any_step(tm
     obs = OomContext().examine(open_text_run(log))
     assert "with no train step record in the fragment" in obs.summary
     assert "before any train step" not in obs.summary
+
+
+def test_an_oom_in_vllms_sleep_allocator_after_openrlhfs_training_bar_is_the_switch_back(tmp_path):
+    # TideDra/lmm-r1#43 (OpenRLHF): the first epoch's bar ends, then vLLM's sleep-mode allocator runs out as it wakes up
+    from triage.sources import open_text_run
+    log = ("Train epoch [1/1]:  88%|########8 | 7/8 [01:46<00:14, 14.28s/it, pg=-0.795, rm=0.525, glen=1080.0, kl=0, "
+           "act_lr=5.88e-9]\n"
+           "Train epoch [1/1]: 100%|##########| 8/8 [02:00<00:00, 14.50s/it, pg=0.319, rm=0.163, glen=965, kl=0, "
+           "act_lr=6.72e-9]\n"
+           "(LLMRayActor pid=347862) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n")
+    obs = OomContext().examine(open_text_run(log))
+    assert obs.outcome == "phase_switch", obs.summary
+    assert obs.evidence["last_step"] == 8
+    assert "sleep-mode allocator" in obs.evidence["colocate"]
+    # the same OOM with no training before it is the engine's own start
+    obs = OomContext().examine(open_text_run(log.splitlines(keepends=True)[-1]))
+    assert obs.outcome == "engine_side", obs.summary

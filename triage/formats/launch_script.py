@@ -274,6 +274,11 @@ def _statements(text: str, path: Path) -> list[tuple[int, str]]:
             break
     if buf:
         state, depth = _open_state("\n".join(buf))
+        if state is None and depth <= 0:
+            # the last command continued past the end of the file (`--adam_offload \` as the last line: a paste cut
+            # there, OpenRLHF/OpenRLHF#1066): bash runs it as it stands, and so it is read
+            out.append((start, "\n".join(buf)))
+            return out
         what = f"an unbalanced {state} quote" if state else "an unclosed `(`"
         raise CorruptArtifact(path, f"launch script has {what} starting at line {start}: cannot read its arguments")
     return out

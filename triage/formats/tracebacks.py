@@ -58,7 +58,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _ANSI_LEFTOVER = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*m|m(?![A-Za-z0-9_]))")
 _REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 _RAY_PREFIX = re.compile(
-    r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*(?:\([\w.:-]*\))?)?,?\s?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
+    # (vLLM's multiprocessing workers put their rank before the pid, `(VllmWorker rank=5 pid=9469)`: two workers' lines
+    # are two processes, vllm-project/vllm#16150)
+    r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*(?:\([\w.:-]*\))?)?,?\s?(?:rank=\d+,?\s?)?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
 )
 _RANK_PREFIX = re.compile(r"^(?:\[default\d+\]:)?\[(?:default)?rank(?P<rank>\d+)\]:\s?")
 # (`, in` with no function name: a `<module>` that a Markdown renderer took for an HTML tag)
