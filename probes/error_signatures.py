@@ -44,6 +44,7 @@ from triage.finding import Observation
 from triage.formats.log_index import LogIndex, LogLine
 from triage.formats.slime_log import TYPED_EXCEPTION
 from triage.probe import Cost, Probe
+from triage.thresholds import count
 
 if TYPE_CHECKING:
     from triage.formats.tracebacks import Chain
@@ -797,20 +798,32 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
     return _states_gone_past(log, _local_faults_only(_headers_give_way(result)))
 
 
+# Log lines that show the job moving on (besides `Finish rollout: …` samples).
+PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_update")
+
+
 def _states_gone_past(log: LogIndex, result: ErrorScan) -> ErrorScan:
-    """A monitor's report of a state (`Signature.state`) the log went on past, with no error after it, is not
-    what stopped the job: Ray's disk monitor warns every 10 s over its 95% threshold while the job trains on
-    (verl-project/verl#5474: 136 GB free, the trainer starting after it). Where the log ends at the monitor's last
-    report (OpenRLHF/OpenRLHF#638) or an error follows it (a runtime env that could not be set up), it stands."""
+    """A monitor's report of a state (`Signature.state`) the log went on past is not what stopped the job: Ray's
+    disk monitor warns every 10 s over its 95% threshold while the job trains on (verl-project/verl#5474: 136 GB
+    free, the trainer starting after it). The log went on past it when it records progress after the last report
+    (as many progress lines as tell an error the job survived, `symptom.survived_after`), or when it goes on with
+    no error after the first. Where the log ends at the monitor's last report (OpenRLHF/OpenRLHF#638) or an error
+    follows it with no progress between (a runtime env that could not be set up), it stands."""
     states = [m for m in result.matches if m.signature.state]
     if not states:
         return result
+    went_on = count("symptom.survived_after")
     gone_past: set[str] = set()
     for path in {m.line.path for m in states}:
         mine = [m.line.line_no for m in states if m.line.path == path]
         last_line = log.last_lines.get(path)
         if last_line is None or last_line <= max(mine):
             continue  # the log ends at the monitor's last report (or its length is not known)
+        progress = sum(1 for n in [*log.finish_rollouts, *(n for n in log.notable if n.tag in PROGRESS_TAGS)]
+                       if n.path == path and n.line_no > max(mine))
+        if progress >= went_on:
+            gone_past.add(path)
+            continue
         first = min(mine)
         errors_after = any(m.line.path == path and m.line.line_no > first and not m.signature.state
                            for m in result.matches) \

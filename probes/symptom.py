@@ -55,7 +55,7 @@ from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
 from triage.thresholds import count, threshold
 
-from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, scan, short, stopped_on
+from probes.error_signatures import PROGRESS_TAGS, CONSEQUENCE_LINE, cut_traceback_line, scan, short, stopped_on
 from probes.grad_norm_health import GradNormHealth, loss_spikes
 from probes.nonfinite_onset import NonfiniteOnset
 from probes.policy_drift import PolicyDrift
@@ -89,8 +89,6 @@ PRECEDENCE = (
     "policy_drift",
     "reward_flat",
 )
-# Log lines that show the job moving on (besides `Finish rollout: …` samples).
-PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_update")
 # The steps a log recorded after a traceback are counted by the traceback reader, which reads a log at about 12 MB/s
 # (10.6 s for benchmarks/bench_ingest.py's 128 MB slime log): past this size the symptom check does not read it (the
 # static triage of the 1 GB log took 82 s instead of 5.5 s), and an error with steps after it counts only the

@@ -2179,3 +2179,13 @@ def test_a_disk_monitor_where_the_job_stopped_is_the_full_disk(tmp_path, after):
     obs = examine(tmp_path, HEAD + RAY_DISK + RAY_DISK + after)
     assert obs.outcome == "disk_full", obs.summary
     assert obs.evidence["signature"] == "ray_disk_monitor"
+
+
+def test_a_disk_monitor_the_job_made_progress_past_is_not_the_stop_of_a_later_crash(tmp_path):
+    # the monitor's warning, then rollouts going on, then a crash of its own: the crash is the stop
+    log = (RAY_DISK + "".join(f"[2026-08-01 10:0{i}:00] rollout.py:300 - Finish rollout {i}/100\n" for i in range(3))
+           + "Traceback (most recent call last):\n  File \"/root/slime/train.py\", line 9, in <module>\n    main()\n"
+           "ZeroDivisionError: division by zero\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "other_error", obs.summary
+    assert "ZeroDivisionError" in obs.summary
