@@ -35,14 +35,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
+from triage import safe_io
 from triage.errors import TriageError, Unavailable
 from triage.finding import Observation
 from triage.formats.log_index import LogIndex, LogLine
-from triage.formats.slime_log import TYPED_EXCEPTION
+from triage.formats.pasted_table import PASTE_BYTES
+from triage.formats.slime_log import MAX_TEXT_CHARS, TYPED_EXCEPTION, split_line
 from triage.probe import Cost, Probe
 from triage.thresholds import count
 
@@ -626,7 +629,7 @@ _QUOTED_EXCEPTION = re.compile(
 # failed to collect), pasted from a CI run (NVIDIA/Megatron-LM#5025, NovaSky-AI/SkyRL#1248): read from the
 # exception on, as the exception line it reports
 _PYTEST_PREFIX = re.compile(
-    rf"^(?:E {{2,}}|(?:FAILED|ERROR) [^\s]+ - )(?={_QUALIFIED_NAME}(?:Error|Exception|Interrupt)\b{_NAME_ARGS}:? )")
+    rf"^(?:E {{2,}}|(?:FAILED|ERROR) [^\s]+ - )(?={_QUALIFIED_NAME}(?:Error|Exception|Interrupt)\b{_NAME_ARGS}:?(?: |$))")
 
 
 # The user's words ending in `error:` right before the exception, unquoted (`…when save ckpt, got error:OSError: [Errno
@@ -696,7 +699,35 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             key = (tb.path, tb.line_no)
             lines.setdefault(key, LogLine(path=tb.path, line_no=tb.line_no, text=exc, source=tb.source))
         frames[key] = tuple(tb.frames)
+    _with_messages_below(log, lines)
     return list(lines.values()), frames
+
+
+# An exception raised with a message that starts with a newline prints its type alone on its line and the words
+# under it (safetensors' `RuntimeError:` over `Some tensors share memory, …`: huggingface/trl#5150,
+# Improbable-AI/curiosity_redteam#6)
+_EMPTY_MESSAGE = re.compile(rf"^{_QUALIFIED_NAME}(?:Error|Exception){_NAME_ARGS}:$")
+
+
+def _with_messages_below(log: LogIndex, lines: dict[tuple[str, int], LogLine]) -> None:
+    """Give an exception line with no message the line under it, in a log the size of a paste (read whole once;
+    a larger log keeps the type alone). After the frames are tied to the lines, which match on the type's line."""
+    texts: dict[str, list[str] | None] = {}
+    for key, line in lines.items():
+        if not line.text.endswith(":") or not _EMPTY_MESSAGE.match(line.text):
+            continue
+        if line.path not in texts:
+            texts[line.path] = None
+            try:
+                texts[line.path] = safe_io.read_text(Path(line.path), PASTE_BYTES, "pasted log").splitlines()
+            except (OSError, UnicodeDecodeError, TriageError):
+                pass
+        below = texts[line.path]
+        if below is None or line.line_no >= len(below):
+            continue
+        words = split_line(below[line.line_no]).text.strip()
+        if words and not TYPED_EXCEPTION.match(words) and not words.startswith(("Traceback", 'File "')):
+            lines[key] = dataclasses.replace(line, text=f"{line.text} {words}"[:MAX_TEXT_CHARS])
 
 
 # How far above a cut traceback an exception line a paste put first may stand (verl-project/verl#6256:

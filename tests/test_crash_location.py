@@ -1291,3 +1291,13 @@ def test_two_vllm_workers_lines_are_two_processes(tmp_path):
     _sig, obs = locate(tmp_path, log)
     assert obs.evidence["exception"] == "ValueError: too many values to unpack (expected 12)", obs.summary
     assert obs.evidence["pid"] == 9469
+
+
+@pytest.mark.parametrize("head", ["RuntimeError: ", "FAILED tests/test_ppo.py::test_peft - RuntimeError: "])
+def test_an_exception_whose_message_starts_on_the_next_line_is_quoted_with_it(tmp_path, head):
+    # safetensors' shared-tensor refusal (huggingface/trl#5150 in pytest's summary, Improbable-AI/curiosity_redteam#6)
+    log = (head + "\n            Some tensors share memory, this will lead to duplicate memory on disk and potential "
+           "differences when loading them again: [{'lm_head.weight', 'wte.weight'}].\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert "RuntimeError: Some tensors share memory" in obs.summary
