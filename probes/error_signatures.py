@@ -357,7 +357,7 @@ class Signature:
     context_all: bool = False
     # the line reports a state a monitor saw (a threshold crossed), not an operation that failed: it stands for
     # the stop only where the job stopped there, its log ending at the monitor's last report or an error after it
-    # (`_states_gone_past`)
+    # with no progress between (`_states_gone_past`)
     state: bool = False
 
     def excluded(self, texts: Iterable[str]) -> bool:

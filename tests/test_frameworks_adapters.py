@@ -599,6 +599,8 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
     # verl's environment report (scripts/diagnose.py) and its vLLM server actor (verl-project/verl#7416, #6608)
     ("----------verl Info-----------\nVersion      : 0.9.0", "verl"),
     ("(vLLMHttpServer pid=3847687) (Worker_TP1 pid=3849557) ERROR 06-04 22:25:57 [multiproc_executor.py:932] x", "verl"),
+    # the Trainer's log_metrics block alone (hiyouga/LlamaFactory#4278)
+    ("***** train metrics *****\n  epoch                    =        3.0\n  train_loss               =        0.0", "trl"),
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):
     assert frameworks.detect(text).name == framework

@@ -29,7 +29,10 @@ FRAMEWORK = Framework(
                  # its config classes, as a script or a paste writes them (trl/trainer/*_config.py;
                  # huggingface/trl#204's `config = PPOConfig(…)`)
                  "GRPOConfig(", "PPOConfig(", "DPOConfig(", "RLOOConfig(", "KTOConfig(", "ORPOConfig(",
-                 "OnlineDPOConfig("),
+                 "OnlineDPOConfig(",
+                 # the Trainer's own banners (transformers/trainer.py `***** Running training *****`; log_metrics'
+                 # `***** train metrics *****` over its `key = value` lines: hiyouga/LlamaFactory#4278 pasted only that)
+                 "***** Running training *****", "***** train metrics *****", "***** eval metrics *****"),
     metric_grammars=("hf_dict",),
     arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
     error_wordings=(
