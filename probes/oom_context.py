@@ -145,6 +145,21 @@ TRAIN_SERIES = ("grad_norm", "loss", "pg_loss")
 SLEEP_ALLOCATOR = re.compile(r"cumem_allocator")
 
 
+# An inference server started on its own, its command in the paste (`vllm serve MODEL …`, vLLM's OpenAI server module,
+# SGLang's launch_server): with no training framework in the run, its OOM is the engine's (vllm-project/vllm-ascend
+# #1987, #5020: `--gpu-memory-utilization 0.85` over what the card had, "set to 0.8")
+ENGINE_SERVER_COMMAND = re.compile(
+    r"(?m)^\s*(?:\S*python[\d.]*\s+-m\s+)?(?:vllm\s+serve\b|vllm\.entrypoints\.openai\.api_server\b|sglang\.launch_server\b)")
+
+
+def _engine_run_alone(run: Run) -> str | None:
+    """The engine of an inference server launched alone (its command in a paste, no training framework named)."""
+    if run.framework != "unknown":
+        return None
+    m = next((m for t in run.pastes.values() if (m := ENGINE_SERVER_COMMAND.search(t))), None)
+    return None if m is None else "SGLang" if "sglang" in m.group(0) else "vLLM"
+
+
 def _last_train_step(run: Run) -> int | None:
     """The last train step the metrics recorded: slime's step records, else any framework's training series."""
     last = _last_index(run, "step")
@@ -471,7 +486,8 @@ class OomContext(Probe):
         frames = adjacent_frames(run, oom)
         phase, why = oom_phase(run, oom, frames)
         timers, by_timers, by_frames, event = why["open_timers"], why["by_timers"], why["by_frames"], why["event"]
-        in_engine = _in_engine(oom, run.framework)
+        alone = _engine_run_alone(run)
+        in_engine = _in_engine(oom, run.framework) or alone is not None
         evidence: dict[str, Any] = {
             "line": quote(oom.line),
             "frames": list(frames[-8:]),
@@ -554,7 +570,7 @@ class OomContext(Probe):
         if in_engine or by_frames == "engine_side":
             return self.observe(
                 "engine_side",
-                f"CUDA OOM inside the {_engine_name(oom)} engine at {where}, {after}.",
+                f"CUDA OOM inside the {alone or _engine_name(oom)} engine at {where}, {after}.",
                 0.85,
                 **evidence,
             )

@@ -484,3 +484,18 @@ def test_an_oom_in_vllms_sleep_allocator_after_openrlhfs_training_bar_is_the_swi
     # the same OOM with no training before it is the engine's own start
     obs = OomContext().examine(open_text_run(log.splitlines(keepends=True)[-1]))
     assert obs.outcome == "engine_side", obs.summary
+
+
+def test_an_oom_of_an_inference_server_launched_alone_is_the_engines(tmp_path):
+    # vllm-project/vllm-ascend#5020: `vllm serve` with a memory fraction over what the card had, then the OOM
+    from triage.sources import open_text_run
+    log = ("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct \\\\\n--tensor-parallel-size 4 --max-model-len 4096 \\\\\n"
+           "--gpu-memory-utilization 0.85\n"
+           "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; 55.91 GiB "
+           "already allocated)\n")
+    obs = OomContext().examine(open_text_run(log))
+    assert obs.outcome == "engine_side", obs.summary
+    assert "vLLM engine" in obs.summary
+    # the same OOM under a training command is the trainer's until something names the engine
+    obs = OomContext().examine(open_text_run(log.replace("vllm serve", "python3 train.py")))
+    assert obs.outcome != "engine_side", obs.summary
