@@ -833,6 +833,15 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
 PROGRESS_TAGS = ("rollout_progress", "train_progress", "ckpt_saved", "weights_update")
 
 
+def progress_lines(log: LogIndex) -> dict[str, list[int]]:
+    """Per log file, the numbers of the lines that show the job moving on: `Finish rollout` samples and the
+    progress lines the index kept (`PROGRESS_TAGS`)."""
+    out: dict[str, list[int]] = {}
+    for line in [*log.finish_rollouts, *(n for n in log.notable if n.tag in PROGRESS_TAGS)]:
+        out.setdefault(line.path, []).append(line.line_no)
+    return out
+
+
 def _states_gone_past(log: LogIndex, result: ErrorScan) -> ErrorScan:
     """A monitor's report of a state (`Signature.state`) the log went on past is not what stopped the job: Ray's
     disk monitor warns every 10 s over its 95% threshold while the job trains on (verl-project/verl#5474: 136 GB
@@ -844,15 +853,15 @@ def _states_gone_past(log: LogIndex, result: ErrorScan) -> ErrorScan:
     if not states:
         return result
     went_on = count("symptom.survived_after")
+    progress = progress_lines(log)
     gone_past: set[str] = set()
     for path in {m.line.path for m in states}:
         mine = [m.line.line_no for m in states if m.line.path == path]
+        last_report = max(mine)
         last_line = log.last_lines.get(path)
-        if last_line is None or last_line <= max(mine):
+        if last_line is None or last_line <= last_report:
             continue  # the log ends at the monitor's last report (or its length is not known)
-        progress = sum(1 for n in [*log.finish_rollouts, *(n for n in log.notable if n.tag in PROGRESS_TAGS)]
-                       if n.path == path and n.line_no > max(mine))
-        if progress >= went_on:
+        if sum(1 for n in progress.get(path, []) if n > last_report) >= went_on:
             gone_past.add(path)
             continue
         first = min(mine)

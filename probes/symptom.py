@@ -55,7 +55,7 @@ from triage.run.run import NEEDS_HELP
 from triage.text_quality import garble_score, judge_texts
 from triage.thresholds import count, threshold
 
-from probes.error_signatures import PROGRESS_TAGS, CONSEQUENCE_LINE, cut_traceback_line, scan, short, stopped_on
+from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, progress_lines, scan, short, stopped_on
 from probes.grad_norm_health import GradNormHealth, loss_spikes
 from probes.nonfinite_onset import NonfiniteOnset
 from probes.policy_drift import PolicyDrift
@@ -238,9 +238,7 @@ class Symptom(Probe):
     def _error_exit(self, run: Run, p: SymptomParams, hang_evidence: bool) -> dict[str, Any] | None:
         log = run.log
         result = scan(log)
-        progress: dict[str, list[int]] = {}
-        for line in [*log.finish_rollouts, *(n for n in log.notable if n.tag in PROGRESS_TAGS)]:
-            progress.setdefault(line.path, []).append(line.line_no)
+        progress = progress_lines(log)
         failed = (run.status or "").lower() == "failed"
         ends: dict[tuple[str, int], Chain] | None = None
 

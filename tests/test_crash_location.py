@@ -709,19 +709,31 @@ def test_a_process_with_no_actor_and_no_rank_is_named_by_its_frames(tmp_path, fr
     assert obs.evidence["component"] == component, obs.summary
 
 
-def test_an_accelerate_plugin_read_by_transformers_is_one_package_calling_another(tmp_path):
+@pytest.mark.parametrize(("log", "packages"), [
     # huggingface/transformers#25988: the Trainer reads a field the installed accelerate's plugin does not have yet;
     # the outer frame is the user's script, so the owner of the class says which other package it is
-    log = ("Traceback (most recent call last):\n"
-           '  File "/workspace/run/run_llm.py", line 644, in main\n'
-           "    trainer = Trainer(\n"
-           '  File "/usr/local/lib/python3.10/site-packages/transformers/trainer.py", line 3900, in '
-           "create_accelerator_and_postprocess\n"
-           "    self.is_fsdp_enabled and self.accelerator.state.fsdp_plugin.activation_checkpointing\n"
-           "AttributeError: 'FullyShardedDataParallelPlugin' object has no attribute 'activation_checkpointing'\n")
+    ("Traceback (most recent call last):\n"
+     '  File "/workspace/run/run_llm.py", line 644, in main\n'
+     "    trainer = Trainer(\n"
+     '  File "/usr/local/lib/python3.10/site-packages/transformers/trainer.py", line 3900, in '
+     "create_accelerator_and_postprocess\n"
+     "    self.is_fsdp_enabled and self.accelerator.state.fsdp_plugin.activation_checkpointing\n"
+     "AttributeError: 'FullyShardedDataParallelPlugin' object has no attribute 'activation_checkpointing'\n", None),
+    # THUDM/slime#1741 as pasted: slime reads a field of SGLang's ServerArgs that the installed SGLang does not
+    # have (fixed in slime with a getattr); the paste cut the attribute's closing quote
+    ('File "/code/slime/backends/sglang_utils/sglang_engine.py", line 192, in _init_normal\n'
+     "self.process = launch_server_process(ServerArgs(**server_args_dict))\n"
+     'File "/code/slime/backends/sglang_utils/sglang_engine.py", line 54, in launch_server_process\n'
+     "if server_args.encoder_only:\n"
+     "AttributeError: 'ServerArgs' object has no attribute 'encoder_only\n", ["sglang", "slime"]),
+])
+def test_a_class_another_package_defines_read_in_a_packages_frame_is_one_package_calling_another(tmp_path, log,
+                                                                                                  packages):
     sig, _obs = locate(tmp_path, log)
     assert sig.outcome == "version_mismatch", sig.summary
     assert sig.evidence["signature"] == "cross_package_attribute"
+    if packages is not None:
+        assert sig.evidence["packages"] == packages
 
 
 def test_deepspeeds_report_of_a_failed_rank_is_an_error_exit_whose_cause_is_elsewhere(tmp_path):
@@ -1198,20 +1210,6 @@ def test_an_actors_rank_is_read_from_its_own_prefixed_line_the_first_rank_on_it(
             b"  (E pid=11) [Rank 2]\n"  # not at the line's start
             b"(F pid=12) [Rank 6]")
     assert rank_mentions(data, 0, len(data)) == [(1, 2), (4, 5), (12, 6)]
-
-
-def test_an_engines_argument_dataclass_read_by_a_framework_is_one_package_calling_another(tmp_path):
-    # THUDM/slime#1741 as pasted: slime reads a field of SGLang's ServerArgs that the installed SGLang does not
-    # have (fixed in slime with a getattr); the paste cut the attribute's closing quote
-    log = ('File "/code/slime/backends/sglang_utils/sglang_engine.py", line 192, in _init_normal\n'
-           "self.process = launch_server_process(ServerArgs(**server_args_dict))\n"
-           'File "/code/slime/backends/sglang_utils/sglang_engine.py", line 54, in launch_server_process\n'
-           "if server_args.encoder_only:\n"
-           "AttributeError: 'ServerArgs' object has no attribute 'encoder_only\n")
-    sig, _obs = locate(tmp_path, log)
-    assert sig.outcome == "version_mismatch", sig.summary
-    assert sig.evidence["signature"] == "cross_package_attribute"
-    assert sig.evidence["packages"] == ["sglang", "slime"]
 
 
 def test_a_trainers_own_config_read_by_the_same_package_is_no_version(tmp_path):

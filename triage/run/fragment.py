@@ -130,20 +130,20 @@ def ungutter(data: bytes) -> bytes:
     never do.
     """
     lines = data.split(b"\n")
-    numbered: list[tuple[int, int, int]] = []  # (index, number, end of the gutter)
+    ends: dict[int, int] = {}  # line index -> end of its gutter
+    offset = None  # the first numbered line's number less its index
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         m = _GUTTER.match(line)
         if m is None:
             return data
-        numbered.append((i, int(m.group(1)), m.end()))
-    if len(numbered) < GUTTER_MIN_LINES:
+        offset = int(m.group(1)) - i if offset is None else offset
+        if int(m.group(1)) - i != offset:
+            return data
+        ends[i] = m.end()
+    if len(ends) < GUTTER_MIN_LINES:
         return data
-    first_i, first_n, _ = numbered[0]
-    if any(n - first_n != i - first_i for i, n, _ in numbered):
-        return data
-    ends = {i: end for i, _n, end in numbered}
     return b"\n".join(line[ends[i]:] if i in ends else line for i, line in enumerate(lines))
 
 
