@@ -149,7 +149,10 @@ def component_of(chain: Chain) -> tuple[str, str]:
     if any(p in DATA_PACKAGES for p in packages) or any("torch/utils/data" in f.file for f in frames) \
             or "DataLoader worker" in root.message:
         return "data loading", "the error was raised in the data-loading path (DataLoader / datasets frames)"
-    hit = next((f for f in reversed(app) if DATA.search(_tail(f.file)) or DATA.search(f.function)), None)
+    # (a `data.py` in a training backend's folder is the trainer's own batch handling: slime's
+    # backends/megatron_utils/data.py logs rollout metrics in the Megatron actor, THUDM/slime#1784)
+    hit = next((f for f in reversed(app) if DATA.search(_tail(f.file)) and not TRAIN_FILE.search(_tail(f.file))
+                or DATA.search(f.function)), None)
     if hit is not None and not any(p in ENGINE_PACKAGES for p in packages):
         return "data loading", f"frame {hit} is data-loading code"
     if ENGINE_ACTOR.search(actor):

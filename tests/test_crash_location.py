@@ -862,6 +862,12 @@ def test_an_egg_installed_framework_is_known_and_a_mount_point_is_not_the_codes_
             "RuntimeError: boom\n")
     chain = next(iter(read_text(text).groups.values())).first
     assert component_of(chain)[0] != "data loading"
+    # THUDM/slime#1784: the Megatron backend's data.py logs rollout metrics in the trainer
+    text = ('File "slime/backends/megatron_utils/data.py", line 520, in log_rollout_data\n'
+            "    correct_response_lengths.append(response_lengths[i])\n"
+            "IndexError: list index out of range\n")
+    chain = next(iter(read_text(text).groups.values())).first
+    assert component_of(chain)[0] == "trainer"
 
 
 def test_vllms_logger_prefix_on_each_traceback_line_is_read_through():

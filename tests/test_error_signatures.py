@@ -1819,6 +1819,18 @@ def test_a_call_into_another_package_missing_a_required_argument_is_a_version_mi
     assert examine(tmp_path, HEAD + line).outcome == "reward_fn_failed"
 
 
+@pytest.mark.parametrize("line, outcome", [
+    # DravenALG/VLANeXt#9: pasted alone, the model class is transformers' (5.3 added the argument)
+    ("TypeError: Qwen3VLModel.get_rope_index() missing 1 required positional argument: 'mm_token_type_ids'",
+     "version_mismatch"),
+    ("TypeError: Qwen2ForCausalLM.forward() got an unexpected keyword argument 'num_items_in_batch'", "version_mismatch"),
+    # a class of the job's own naming says no library's API changed
+    ("TypeError: PolicyNet.forward() got an unexpected keyword argument 'num_items_in_batch'", "other_error"),
+])
+def test_a_model_class_of_the_libraries_naming_is_a_librarys_api_without_frames(tmp_path, line, outcome):
+    assert examine(tmp_path, HEAD + line + "\n").outcome == outcome
+
+
 def test_an_exception_pasted_above_its_cut_traceback_gets_that_tracebacks_frames(tmp_path):
     # verl-project/verl#6256: the KeyError first, then vLLM's worker traceback cut before its own end
     log = ("KeyError: 'embed_tokens.weight'\n\nWorkerProc hit an exception.\n"
