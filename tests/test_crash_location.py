@@ -820,6 +820,27 @@ def test_an_exception_line_less_indented_than_its_code_under_an_unindented_frame
     assert group.first.root.type == "ValueError" and len(group.first.root.frames) == 2
 
 
+def test_an_exception_line_at_the_frames_indentation_under_deeper_code_is_read_by_the_scan(tmp_path):
+    # vllm-project/vllm#12526: vLLM's worker logger prints the traceback with the exception line at the
+    # frames' indentation
+    p = "(VllmWorkerProcess pid=963948) ERROR 01-28 20:19:24 multiproc_worker_utils.py:240] "
+    text = (p + '  File "/x/torch/distributed/distributed_c10d.py", line 4255, in _create_process_group_wrapper\n'
+            + p + "    helper_pg = ProcessGroupGloo(store, rank, world_size, timeout=timeout)\n"
+            + p + "                ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            + p + "  torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//1//cuda\n")
+    from triage.formats.slime_log import scan_logs
+
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    assert tb.exception.startswith("torch.distributed.DistStoreError: wait timeout") and len(tb.frames) == 1
+    # a line at the code's own indentation stays code, whatever it reads like
+    text = ('Traceback (most recent call last):\n  File "a.py", line 3, in f\n    d = {\n'
+            "    KeyError: handler,\nValueError: bad\n")
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    assert tb.exception == "ValueError: bad"
+
+
 def test_a_chain_pasted_from_its_first_exception_line_starts_there(tmp_path):
     # pettingllms-ai/PettingLLMs#8: OmegaConf's error without its traceback, the cause line, then the wrapper's
     text = ("omegaconf.errors.ConfigAttributeError: Key 'optimizer' is not in struct\n"

@@ -173,6 +173,29 @@ def test_a_paste_copied_from_a_numbered_view_is_read_without_its_line_numbers():
         b"Traceback (most recent call last):\n\nValueError: x\n"
 
 
+def test_a_traceback_pasted_on_one_line_is_read_with_its_line_breaks_put_back():
+    # verl-project/verl#3324's shape: the header, frames, code and exception joined by spaces
+    from triage.run.fragment import unflatten
+
+    flat = (b'step 3 done\nTraceback (most recent call last): File "/w/verl/trainer/main_ppo.py", line 38, in main '
+            b'run_ppo(config) File "/env/site-packages/ray/_private/worker.py", line 968, in get_objects raise '
+            b"value.as_instanceof_cause() ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() (pid=13, "
+            b'ip=10.0.0.2) File "/w/verl/trainer/ppo/ray_trainer.py", line 9, in fit raise ValueError(f"bad {x}") '
+            b"ValueError: bad batch: 7\n")
+    run = open_bytes_run(flat)
+    tb = run.log.tracebacks[-1]
+    assert tb.exception == "ValueError: bad batch: 7" and tb.frames[-1].endswith("in fit")
+    assert any("1 traceback was pasted on one line" in n for n in run.notes)
+    text, n = unflatten(flat)
+    assert n == 1 and text.splitlines()[:4] == [
+        b"step 3 done", b"Traceback (most recent call last):",
+        b'  File "/w/verl/trainer/main_ppo.py", line 38, in main', b"    run_ppo(config)"]
+    # a line that only mentions a frame, or a traceback as Python printed it, stays as it is
+    for kept in (b'see File "a.py", line 3, in f for details\n',
+                 b'Traceback (most recent call last):\n  File "a.py", line 3, in f\n    g()\nValueError: x\n'):
+        assert unflatten(kept) == (kept, 0)
+
+
 @pytest.mark.parametrize("text", [
     b"1 epoch done\n2 epochs done\n",  # two lines may be numbered by chance
     b"step loss\n1 0.5\n2 0.4\n3 0.3\n",  # a table's index under its header

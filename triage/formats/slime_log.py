@@ -590,6 +590,7 @@ class _OpenTraceback:
     # printed under `Exception ignored in: <…>` (sys.unraisablehook: an error in a finalizer or a `__del__`,
     # which the process went on from): its exception line is no error line of the job
     ignored: bool = False
+    code_indent: int | None = None  # the indentation of the code line just read under a frame
 
     def add_frame(self, frame: str) -> None:
         if len(self.head) < MAX_FRAMES // 2:
@@ -1534,9 +1535,16 @@ class _FileScan:
                     tb.frame_indent = len(msg) - len(msg.lstrip())
                 tb.add_frame(stripped)
                 return True
+            indent = len(msg) - len(msg.lstrip())
             shifted = tb.frame_indent == 0 and TYPED_EXCEPTION.match(stripped)
-            if (len(msg) - len(msg.lstrip()) >= tb.frame_indent and not shifted) \
-                    or not exception_line(stripped) or line.fmt is not None:
+            # (less indented than the code line above it and named like an exception: the exception line of a
+            # logger that indents the whole traceback, vLLM's worker `multiproc_worker_utils.py:240]   Type: …`
+            # at the frames' indentation, vllm-project/vllm#12526; the reader's rule in tracebacks.py)
+            under_code = tb.code_indent is not None and indent < tb.code_indent and TYPED_EXCEPTION.match(stripped)
+            if not under_code and ((indent >= tb.frame_indent and not shifted)
+                                   or not exception_line(stripped) or line.fmt is not None):
+                if tb.head and stripped.strip("^~"):
+                    tb.code_indent = indent
                 return True  # a code line or a caret marker: part of the traceback, not a log message
             # (under frames that lost their indentation, an exception named like one, with its message, is the
             # exception line even indented: verl-project/verl#7610, the frame at 0 spaces, its code at 6, the

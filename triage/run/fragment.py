@@ -147,10 +147,63 @@ def ungutter(data: bytes) -> bytes:
     return b"\n".join(line[ends[i]:] if i in ends else line for i, line in enumerate(lines))
 
 
+# A traceback whose line breaks were lost on the way (a form or a page that joins lines, verl-project/verl#3324:
+# `Traceback (most recent call last): File "…", line 38, in main run_ppo(config) File "…" … raise
+# value.as_instanceof_cause() ray.exceptions.RayTaskError(NcclError): ray::TaskRunner.run() (pid=…) File …`)
+_FLAT_HEAD = b'Traceback (most recent call last): File "'
+# each frame starts at `File "…", line N, in NAME`; what follows NAME up to the next frame is its code line
+_FLAT_FRAME = re.compile(rb'(?:^| )(?=File "[^"\n]+", line \d+, in(?: \S|\s*$))')
+_FLAT_CODE = re.compile(rb'^(File "[^"\n]+", line \d+, in(?: \S+)?)(?: (.*))?$', re.S)
+# the exception line after the last frame's code: a dotted name of an exception's kind with its message (the
+# type Python prints; `raise ValueError(…)` in the code has no `: ` after the name)
+_FLAT_EXCEPTION = re.compile(rb" (?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]+\))?: )")
+_FLAT_LINK = re.compile(rb" ?(The above exception was the direct cause of the following exception:|"
+                        rb"During handling of the above exception, another exception occurred:) ?")
+
+
+def unflatten(data: bytes) -> tuple[bytes, int]:
+    """The fragment with the line breaks of each traceback pasted on one line put back, and how many were.
+
+    Only a line that holds Python's header with a frame right after it on the same line is taken apart: the
+    header, each frame and its code line, the chain's linking sentences and the exception line each get
+    their own line, the frames indented as Python prints them."""
+    if _FLAT_HEAD not in data:
+        return data, 0
+    out: list[bytes] = []
+    flat = 0
+    for line in data.split(b"\n"):
+        if _FLAT_HEAD not in line:
+            out.append(line)
+            continue
+        flat += 1
+        text = _FLAT_LINK.sub(rb"\n\n\1\n\n", line).replace(b"(most recent call last): ", b"(most recent call last):\n")
+        for segment in text.split(b"\n"):
+            head, *frames = _FLAT_FRAME.split(segment)
+            if head.strip() or not frames:
+                out.append(head)
+            for frame in frames:
+                m = _FLAT_CODE.match(frame)
+                if m is None:
+                    out.append(b"  " + frame)
+                    continue
+                out.append(b"  " + m.group(1))
+                code = m.group(2) or b""
+                exception = _FLAT_EXCEPTION.search(b" " + code)
+                if exception is not None:
+                    code, rest = code[:max(exception.start() - 1, 0)], code[exception.start():]
+                else:
+                    rest = b""
+                if code.strip():
+                    out.append(b"    " + code.strip())
+                if rest:
+                    out.append(rest)
+    return b"\n".join(out), flat
+
+
 def open_bytes_run(data: bytes, name: str = "fragment.log", what: str = "the fragment") -> Run:
     """A run made of one pasted fragment (bytes); BadInput (one line) when it cannot be a log."""
     _check_fragment(data, what)
-    data = dedent(ungutter(data))
+    data, flat = unflatten(dedent(ungutter(data)))
     tmp = Path(tempfile.mkdtemp(prefix="triage-fragment-"))
     path = tmp / _safe_name(name)
     with open(path, "wb") as fh:
@@ -160,6 +213,9 @@ def open_bytes_run(data: bytes, name: str = "fragment.log", what: str = "the fra
     weakref.finalize(run, shutil.rmtree, str(tmp), True)  # removed with the run, or at exit
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     run.notes.append(FRAGMENT_NOTE.format(what=what, lines=f"{lines} line{'' if lines == 1 else 's'}"))
+    if flat:
+        run.notes.append(f"{flat} traceback{' was' if flat == 1 else 's were'} pasted on one line: read with "
+                         "its line breaks put back (line numbers are those of the fragment as read)")
     run.is_fragment = True  # type: ignore[attr-defined]
     return run
 
