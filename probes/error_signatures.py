@@ -635,8 +635,19 @@ _PYTEST_PREFIX = re.compile(
 # The user's words ending in `error:` right before the exception, unquoted (`…when save ckpt, got error:OSError: [Errno
 # 39] Directory not empty:`, huggingface/transformers#36099; `… results in error: AssertionError: …`,
 # verl-project/verl#4657), or an issue title's `[Bug] ` tag: the line is read from the exception on, as for a quoted
-# one (`_typed_by_user`)
-_ERROR_WORD_BEFORE = re.compile(rf"^(?P<prose>.{{0,400}}?\b[Ee]rror\s*[:：]\s*|\[(?:BUG|Bug|bug)\]\s*)(?={_EXCEPTION_AHEAD})")
+# one (`_typed_by_user`). So are the words of one that fails on it (`POST /wake_up fails with AttributeError: …`,
+# vllm-project/vllm#49237; `… in nemo i get """cannot import name 'L2Norm' from 'megatron.core…'"""`, an import
+# error without its type, NVIDIA-NeMo/Speech#13520), behind at most three quote marks.
+_ERROR_WORD_BEFORE = re.compile(
+    rf"^(?P<prose>.{{0,400}}?(?:\b[Ee]rror\s*[:：]\s*|\[(?:BUG|Bug|bug)\]\s*|"
+    r"\b(?:[Ii] (?:get|got)|fail(?:s|ed)? with|crash(?:es|ed)? with|raise[sd]?|thr(?:ows?|ew))\s*[:：]?\s*[\"'`]{0,3}))"
+    rf"(?={_EXCEPTION_AHEAD}|No module named '|cannot import name '\w+' from ')")
+
+
+def _unquoted(text: str) -> str:
+    """An exception read from a user's words without the quote marks that close it (three double quotes, a
+    backtick)."""
+    return re.sub(r'\s*(?:"{1,3}|`{1,3})\s*$', "", text) if text.rstrip().endswith(('"', "`")) else text
 
 
 def _typed_by_user(line: LogLine) -> bool:
@@ -665,8 +676,9 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             line = dataclasses.replace(line, text=line.text[m.end("prose"):])
         elif ("`" in line.text or '"' in line.text) and (quoted := _quoted_exception(line)) is not None:
             line = dataclasses.replace(line, text=quoted)
-        elif "rror" in line.text and _typed_by_user(line) and (m := _ERROR_WORD_BEFORE.match(line.text)):
-            line = dataclasses.replace(line, text=line.text[m.end("prose"):])
+        elif ("rror" in line.text or "xception" in line.text or "import name" in line.text or "No module" in line.text) \
+                and _typed_by_user(line) and (m := _ERROR_WORD_BEFORE.match(line.text)):
+            line = dataclasses.replace(line, text=_unquoted(line.text[m.end("prose"):]))
         lines.setdefault((line.path, line.line_no), line)
     # Match a traceback's final line to the error line it was also kept as (texts may be
     # capped at different lengths, so compare their starts).

@@ -86,6 +86,23 @@ KV_NO_ROOM = {
         "GPUs (tensor_parallel_size).",
         []),
 }
+# SGLang's KV-cache pool full at run time: its scheduler admitted a batch whose tokens the pool could not then
+# allocate (python/sglang/srt/mem_cache/common.py, alloc_token_slots: `Prefill out of memory. Try to lower your batch
+# size.` / `Decode out of memory. …`, raised). A larger memory fraction is a larger pool, so the catalog's engine
+# remedy (lower it) is the wrong way; SGLang's own message asks for a smaller batch, and where the pool had the
+# tokens free or evictable, its admission overcommitted (sgl-project/sglang#34676: 8,062,720 evictable tokens for
+# 8,192 asked; #30743: a chunk admitted past the budget; both fixed in SGLang)
+KV_POOL_FULL = re.compile(r"\b(?:Prefill|Decode) out of memory(?! happened)")
+KV_POOL_FULL_REMEDY = (
+    "SGLang's KV-cache pool could not hold the tokens of a batch its scheduler had admitted: lower the batch, as "
+    "SGLang's message asks (--max-running-requests, --chunked-prefill-size; slime passes them as "
+    "--sglang-max-running-requests, --sglang-chunked-prefill-size), or give the pool more room (raise "
+    "--mem-fraction-static where the GPU has it; lowering it shrinks the pool). Where the lines under the error "
+    "show the pool's free and evictable tokens covering the tokens it tried to allocate, the pool was not short: "
+    "the scheduler admitted more than it could allocate, an SGLang bug fixed in later releases "
+    "(sgl-project/sglang#34676, #30743): update SGLang.")
+
+
 # The log-prob pass as each framework names it: slime (`compute_log_prob`,
 # `calculate_log_probs_and_entropy` / `compute_log_probs` in slime/utils/ppo_utils.py), verl
 # (`compute_log_prob`, `logprobs_from_logits` in verl/utils/torch_functional.py,
@@ -152,12 +169,21 @@ ENGINE_SERVER_COMMAND = re.compile(
     r"(?m)^\s*(?:\S*python[\d.]*\s+-m\s+)?(?:vllm\s+serve\b|vllm\.entrypoints\.openai\.api_server\b|sglang\.launch_server\b)")
 
 
+# SGLang's launcher reporting that one of its processes died (python/sglang/srt/entrypoints/engine.py, the SIGQUIT
+# handler its scheduler and detokenizer raise on a fatal error): the server's own log (opendatalab/MinerU#3418: a
+# VLM's OOM in SGLang's scheduler, "Received sigquit from a child process" under it)
+SGLANG_CHILD_FAILED = re.compile(r"Received sigquit from a child process\. It usually means the child failed")
+
+
 def _engine_run_alone(run: Run) -> str | None:
-    """The engine of an inference server launched alone (its command in a paste, no training framework named)."""
+    """The engine of an inference server launched alone (its command, or its launcher's report of a child that
+    failed, in a paste; no training framework named)."""
     if run.framework != "unknown":
         return None
     m = next((m for t in run.pastes.values() if (m := ENGINE_SERVER_COMMAND.search(t))), None)
-    return None if m is None else "SGLang" if "sglang" in m.group(0) else "vLLM"
+    if m is None:
+        return "SGLang" if any(SGLANG_CHILD_FAILED.search(t) for t in run.pastes.values()) else None
+    return "SGLang" if "sglang" in m.group(0) else "vLLM"
 
 
 def _last_train_step(run: Run) -> int | None:
@@ -566,6 +592,14 @@ class OomContext(Probe):
                 f"{after}: its memory fraction is too small for the model, not too large.",
                 0.85,
                 **evidence, remedy=startup[0], flags=startup[1],
+            )
+        if KV_POOL_FULL.search(oom.line.text):
+            return self.observe(
+                "engine_side",
+                f"SGLang's KV-cache pool could not allocate the tokens of a batch its scheduler had admitted at {where}, "
+                f"{after}: the pool was full for that batch, not the GPU for the engine.",
+                0.85,
+                **evidence, remedy=KV_POOL_FULL_REMEDY, flags=[],
             )
         if in_engine or by_frames == "engine_side":
             return self.observe(

@@ -858,6 +858,12 @@ def test_a_kernel_launch_failure_is_hardware_only_beside_the_drivers_xid(tmp_pat
     obs = examine(tmp_path, "[Tue Nov 25 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 13, pid=4123, Graphics SM Warp "
                             "Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address\n" + line)
     assert obs.outcome == "gpu_fault"
+    # DCGM's report of a critical Xid, as GKE prints it (GoogleCloudPlatform/ai-infra-cluster-provisioning#383)
+    assert examine(tmp_path, "GPU 00000000:04:00.0: Detected Critical Xid Error\n" + line).outcome == "gpu_fault"
+    # sgl-project/sglang#32855: the words beside the Xid say it was no hardware fault
+    prose = ("the scheduler crashes with `cudaErrorLaunchFailure` (Xid 13: \"Graphics SM Cga Exception\") and hits "
+             "different GPU ranks, confirming a kernel-level bug rather than a hardware fault.\n")
+    assert examine(tmp_path, prose + line).outcome == "other_error"
 
 
 def test_a_users_own_type_error_is_not_a_version_mismatch(tmp_path):
@@ -1819,6 +1825,46 @@ def test_a_call_into_another_package_missing_a_required_argument_is_a_version_mi
     assert examine(tmp_path, HEAD + line).outcome == "reward_fn_failed"
 
 
+def test_a_packages_call_with_more_arguments_than_the_installed_function_takes_is_a_version_mismatch(tmp_path):
+    # NVIDIA/TransformerEngine#1473: TE 1.13 calls torch 2.4's `is_autocast_enabled(device_type)` under torch 2.1
+    log = HEAD + ('  File "/usr/local/lib/python3.10/dist-packages/transformer_engine/pytorch/ops/_common.py", '
+                  "line 136, in maybe_autocast_dtype\n"
+                  "    if torch.is_autocast_enabled(device_type):\n"
+                  "TypeError: torch.is_autocast_enabled() takes no arguments (1 given)\n")
+    assert examine(tmp_path, log).outcome == "version_mismatch"
+    # the job's own function called with one too many, in its own script, is its own bug
+    log = HEAD + ('Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    f(1, 2)\n'
+                  "TypeError: f() takes 1 positional argument but 2 were given\n")
+    assert examine(tmp_path, log).outcome == "other_error"
+
+
+@pytest.mark.parametrize("line", [
+    # transformers' own words (configuration_auto.py; hiyouga/LlamaFactory#8139)
+    "ValueError: The checkpoint you are trying to load has model type `qwen3` but Transformers does not recognize "
+    "this architecture. This could be because of an issue with the checkpoint, or because your version of "
+    "Transformers is out of date.",
+    # pasted without its type, the backticks taken by a Markdown renderer (filliptm/ComfyUI-FL-AceStep-Training#3)
+    "Failed to load LLM: The checkpoint you are trying to load has model type qwen3 but Transformers does not "
+    "recognize this architecture.",
+])
+def test_a_model_type_the_installed_transformers_does_not_know_is_a_version_mismatch(tmp_path, line):
+    from triage.sources import open_text_run
+
+    assert examine(tmp_path, HEAD + line + "\n").outcome == "version_mismatch"
+    # a paste of the line alone is read, not refused
+    assert ErrorSignatures().examine(open_text_run(line + "\n")).outcome == "version_mismatch"
+
+
+def test_a_saved_adapters_field_the_installed_peft_lacks_is_a_version_mismatch(tmp_path):
+    # shibing624/MedicalGPT#355: an adapter saved by peft 0.10 loaded under 0.9
+    log = HEAD + ("    return config_cls(**kwargs)\n"
+                  "TypeError: LoraConfig.__init__() got an unexpected keyword argument 'layer_replication'\n")
+    assert examine(tmp_path, log).outcome == "version_mismatch"
+    # a config class of the job's own is its own
+    log = HEAD + "TypeError: MyLoraConfig.__init__() got an unexpected keyword argument 'layer_replication'\n"
+    assert examine(tmp_path, log).outcome == "other_error"
+
+
 @pytest.mark.parametrize("line, outcome", [
     # DravenALG/VLANeXt#9: pasted alone, the model class is transformers' (5.3 added the argument)
     ("TypeError: Qwen3VLModel.get_rope_index() missing 1 required positional argument: 'mm_token_type_ids'",
@@ -2140,10 +2186,26 @@ def test_math_verify_timing_out_off_the_main_thread_is_the_reward_function(tmp_p
      "OSError: [Errno 39] Directory not empty:"),
     ("Running the example results in error: AssertionError: Expects tensor to be on the compute device cuda:0\n",
      "AssertionError: Expects tensor to be on the compute device cuda:0"),
+    # the words of a call that fails on it (vllm-project/vllm#49237)
+    ("POST /wake_up fails with AttributeError: 'list' object has no attribute 'zero_' in init_fp8_kv_scales\n",
+     "AttributeError: 'list' object has no attribute 'zero_' in init_fp8_kv_scales"),
+    ("when I run it I got `RuntimeError: CUDA error: unspecified launch failure`\n",
+     "RuntimeError: CUDA error: unspecified launch failure"),
 ])
 def test_an_exception_the_user_quoted_in_a_sentence_is_read_as_the_error(tmp_path, line, exc):
     obs = examine(tmp_path, line)
     assert obs.outcome == "other_error" and obs.evidence["line"]["text"] == exc
+
+
+def test_an_import_error_in_a_users_words_without_its_type_is_read_as_its_message(tmp_path):
+    # NVIDIA-NeMo/Speech#13520: "a mismatch mcore version issue"
+    line = ("When trying to use nemotron ultra in nemo i get \"\"\"cannot import name 'L2Norm' from "
+            "'megatron.core.transformer.torch_norm'\"\"\"\n")
+    obs = examine(tmp_path, line)
+    assert obs.outcome == "version_mismatch"
+    assert obs.evidence["line"]["text"] == "cannot import name 'L2Norm' from 'megatron.core.transformer.torch_norm'"
+    # a sentence that gets no error is no error
+    assert examine(tmp_path, "I got 3 results from the reward model, as expected\n").outcome == "none"
 
 
 def test_an_error_word_before_an_exception_in_a_line_a_program_printed_is_not_prose(tmp_path):

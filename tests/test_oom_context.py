@@ -95,6 +95,23 @@ def test_an_engine_without_room_for_its_kv_cache_is_told_its_own_remedy(tmp_path
     assert report["root_cause"]["flags"] == ["--sglang-mem-fraction-static"]
 
 
+def test_sglangs_kv_pool_full_for_an_admitted_batch_is_not_told_to_shrink_the_pool(tmp_path, capsys):
+    # sgl-project/sglang#34676: the scheduler admitted a batch the pool then could not allocate; lowering the
+    # memory fraction (the catalog's engine remedy) shrinks the pool
+    log = ("RuntimeError: Prefill out of memory. Try to lower your batch size.\nTry to allocate 8192 tokens.\n"
+           "Available full tokens: 8070656 (full_available_size=7936 + full_evictable_size_=8062720)\n")
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "engine_side" and "KV-cache pool" in obs.summary
+    import json
+
+    from triage.cli import main
+
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "engine.oom_illegal_memory"
+    assert rc["remedy"].startswith("SGLang's KV-cache pool") and "lowering it shrinks the pool" in rc["remedy"]
+
+
 def test_a_vllm_engine_without_room_for_its_kv_cache_is_not_named_sglang(tmp_path, capsys):
     # verl-project/verl#2245: vLLM v1's check_enough_kv_cache_memory; no slime flag applies to it
     log = ('  File "/usr/local/lib/python3.10/dist-packages/vllm/v1/core/kv_cache_utils.py", line 480, in '
@@ -499,3 +516,10 @@ def test_an_oom_of_an_inference_server_launched_alone_is_the_engines(tmp_path):
     # the same OOM under a training command is the trainer's until something names the engine
     obs = OomContext().examine(open_text_run(log.replace("vllm serve", "python3 train.py")))
     assert obs.outcome != "engine_side", obs.summary
+    # opendatalab/MinerU#3418: a VLM's OOM in SGLang's server, its launcher reporting the child that failed
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 42.00 MiB. GPU 0 has a total capacity of "
+           "23.49 GiB of which 55.38 MiB is free.\n\n")
+    obs = OomContext().examine(open_text_run(
+        oom + "[2025-09-07 06:10:23] Received sigquit from a child process. It usually means the child failed.\nKilled\n"))
+    assert obs.outcome == "engine_side" and "SGLang engine" in obs.summary, obs.summary
+    assert OomContext().examine(open_text_run(oom + "Killed\n")).outcome != "engine_side"

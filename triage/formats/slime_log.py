@@ -172,6 +172,10 @@ ERROR_WORDS: tuple[str, ...] = (
     "core dumped", "out of memory", "OutOfMemory", "OOM", "oom-kill", "Not enough memory",
     "illegal memory access", "NCCL", "Watchdog", "timed out", "timing out", "Max retries",
     "already in use", "boundary", "padding token", "does not appear to have", "does not exist",
+    # transformers' refusal of a model type it does not know, pasted without its `ValueError:` (filliptm/ComfyUI-FL-
+    # AceStep-Training#3: `Failed to load LLM: The checkpoint … has model type qwen3 but Transformers does not recognize
+    # this architecture`); the scan's `does not ` marker finds it
+    "does not recognize this architecture",
     "SIGTERM", "Xid", "fallen off the bus",  # scheduler signals and GPU hardware faults (probes/signatures.yaml)
     # wordings of probes/signatures.yaml that hold none of the words above: Ray's disk monitor, an
     # engine's context-length refusal, NCCL's socket connect, a compiled kernel that does not load
