@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 # Errors that report another process's failure rather than a cause of their own.
 CASCADE_TYPES = re.compile(
     r"^(?:DistBackendError|DistStoreError|DistNetworkError|ActorDiedError|RayActorError|ActorUnavailableError|"
-    r"WorkerCrashedError|OwnerDiedError|ChildFailedError|KeyboardInterrupt|SignalException|SystemExit|"
+    r"WorkerCrashedError|OwnerDiedError|ChildFailedError|LocalRayletDiedError|KeyboardInterrupt|SignalException|SystemExit|"
     r"GetTimeoutError|CancelledError"
     # a child command's failure as the Python that ran it reports it: the command's own error is above (a build's
     # compiler or CMake error, NVIDIA/TransformerEngine#954, #1309)
@@ -67,7 +67,10 @@ CASCADE_TEXT = re.compile(
 )
 
 # Of those, Ray's and the launcher's reports that a worker process died (`_fatal_line_only`'s consequence lines)
-_DEATH = r"(?:ActorDiedError|RayActorError|ActorUnavailableError|WorkerCrashedError|OwnerDiedError|ChildFailedError)"
+# (and the raylet's own death as its task's driver hears of it, `LocalRayletDiedError`: ray-project/ray#36884, the raylet's
+# `Check failed:` line printed after it)
+_DEATH = (r"(?:ActorDiedError|RayActorError|ActorUnavailableError|WorkerCrashedError|OwnerDiedError|ChildFailedError"
+          r"|LocalRayletDiedError)")
 # (also wrapped by the task that called the dead actor: `RayTaskError(ActorDiedError)`, PeterGriffinJin/Search-R1#45)
 DEATH_TYPES = re.compile(rf"^(?:{_DEATH}|RayTaskError\({_DEATH}\))$")
 # Ray's envelope of a remote task that raised, with no death inside it (`ray.exceptions.RayTaskError: ray::Actor.method()

@@ -109,7 +109,7 @@ KILL_FAMILY = ("host_oom_killed", "sched_ended", "terminated", "killed")
 # launcher's summary (torchrun's ChildFailedError) and Ray's actor-death wrappers.
 CONSEQUENCE_LINE = re.compile(
     r"\bChildFailedError\b|\bfailed \(exitcode: (?!-(?:4|6|7|8|11)\))-?\d+\) local_rank: \d+|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
-    r"|\bOwnerDiedError\b|\bRayTaskError\b|\bsigkill_handler\].*\bexits with return code = (?!-9\b)-?\d+"
+    r"|\bOwnerDiedError\b|\bLocalRayletDiedError\b|\bRayTaskError\b|\bsigkill_handler\].*\bexits with return code = (?!-9\b)-?\d+"
     # Ray's words for a worker process that died (ActorDiedError's message, or its owner's death:
     # ray-project/ray gcs_actor_manager.cc, OWNER_DIED; the raylet's report of a task's worker): the
     # job ends on them, but why the process died is said elsewhere
@@ -634,12 +634,13 @@ _PYTEST_PREFIX = re.compile(
 
 # The user's words ending in `error:` right before the exception, unquoted (`…when save ckpt, got error:OSError: [Errno
 # 39] Directory not empty:`, huggingface/transformers#36099; `… results in error: AssertionError: …`,
-# verl-project/verl#4657), or an issue title's `[Bug] ` tag: the line is read from the exception on, as for a quoted
-# one (`_typed_by_user`). So are the words of one that fails on it (`POST /wake_up fails with AttributeError: …`,
+# verl-project/verl#4657; a few words between, `the error will occur: RuntimeError: …`, togethercomputer/OpenChatKit#86),
+# or an issue title's `[Bug] ` tag: the line is read from the exception on, as for a quoted one (`_typed_by_user`).
+# So are the words of one that fails on it (`POST /wake_up fails with AttributeError: …`,
 # vllm-project/vllm#49237; `… in nemo i get """cannot import name 'L2Norm' from 'megatron.core…'"""`, an import
 # error without its type, NVIDIA-NeMo/Speech#13520), behind at most three quote marks.
 _ERROR_WORD_BEFORE = re.compile(
-    rf"^(?P<prose>.{{0,400}}?(?:\b[Ee]rror\s*[:：]\s*|\[(?:BUG|Bug|bug)\]\s*|"
+    rf"^(?P<prose>.{{0,400}}?(?:\b[Ee]rror\b[^:：\n\"'`]{{0,30}}?[:：]\s*|\[(?:BUG|Bug|bug)\]\s*|"
     r"\b(?:[Ii] (?:get|got)|fail(?:s|ed)? with|crash(?:es|ed)? with|raise[sd]?|thr(?:ows?|ew))\s*[:：]?\s*[\"'`]{0,3}))"
     rf"(?={_EXCEPTION_AHEAD}|No module named '|cannot import name '\w+' from ')")
 
@@ -648,6 +649,16 @@ def _unquoted(text: str) -> str:
     """An exception read from a user's words without the quote marks that close it (three double quotes, a
     backtick)."""
     return re.sub(r'\s*(?:"{1,3}|`{1,3})\s*$', "", text) if text.rstrip().endswith(('"', "`")) else text
+
+
+# A line a user set in Markdown bold (`**AssertionError: Attempted to load weight …**`, StarsfieldAI/R1-V#191): read
+# without the markers
+# (Markdown's: no space or third marker inside the pair, so abseil's `*** SIGABRT received … ***` banner is not one)
+_BOLD = re.compile(r"^(\*\*|__)(?![*_\s])(?P<body>.+?)(?<![*_\s])\1\s*$")
+# A debugger's report of the exception it stopped on: VS Code's `Exception has occurred: AttributeError`, the message
+# on the line under it (vllm-project/vllm#21776): read as the exception with its message (`_with_messages_below`)
+# (with its note when it paused elsewhere: `       (note: full exception trace is shown but execution is paused at: …)`)
+_DEBUGGER_HEAD = re.compile(r"^Exception has occurred: (?P<type>[A-Za-z_][\w.]*)(?:\s*$|\s{2,}\(note: )")
 
 
 def _typed_by_user(line: LogLine) -> bool:
@@ -670,7 +681,11 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
     for line in [*log.errors, *log.notable]:
         if line.text[:1] in (".", "…", " ") and _ELISION.match(line.text):
             continue
-        if line.text[:1] in ("E", "F") and (m := _PYTEST_PREFIX.match(line.text)):
+        if line.text[:2] in ("**", "__") and (m := _BOLD.match(line.text)):
+            line = dataclasses.replace(line, text=m.group("body"))
+        if line.text[:10] == "Exception " and (m := _DEBUGGER_HEAD.match(line.text)):
+            line = dataclasses.replace(line, text=f"{m.group('type')}:")
+        elif line.text[:1] in ("E", "F") and (m := _PYTEST_PREFIX.match(line.text)):
             line = dataclasses.replace(line, text=line.text[m.end():])
         elif not line.text.isascii() and (m := _CJK_PROSE_BEFORE.match(line.text)):
             line = dataclasses.replace(line, text=line.text[m.end("prose"):])
@@ -678,7 +693,8 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             line = dataclasses.replace(line, text=quoted)
         elif ("rror" in line.text or "xception" in line.text or "import name" in line.text or "No module" in line.text) \
                 and _typed_by_user(line) and (m := _ERROR_WORD_BEFORE.match(line.text)):
-            line = dataclasses.replace(line, text=_unquoted(line.text[m.end("prose"):]))
+            rest = line.text[m.end("prose"):]
+            line = dataclasses.replace(line, text=_unquoted(rest) if m.group("prose")[-1:] in "\"'`" else rest)
         lines.setdefault((line.path, line.line_no), line)
     # Match a traceback's final line to the error line it was also kept as (texts may be
     # capped at different lengths, so compare their starts).
@@ -1100,7 +1116,10 @@ def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:
     """The innermost frame is in a known package and an outer frame in another one, or the object the
     error names is of a class another known package defines (`text`: the exception line)."""
     if not frames:
-        return False
+        # pasted alone, with no frame to say who reached it: an object of a class a known package defines is that
+        # package's, read by other code (zjysteven/lmms-finetune#64: `'DeepSpeedZeroOptimizer_Stage3' object has no
+        # attribute 'train'`, a newer accelerate's call; fixed by upgrading accelerate)
+        return any(pattern.search(text) for pattern, _pkg in _CLASS_OWNER)
     inner = _PACKAGE.search(frames[-1])
     if inner is None:
         return False
@@ -1113,7 +1132,10 @@ def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:
 _PACKAGE = re.compile(
     r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|mbridge|transformer_engine|sglang|sgl_kernel|vllm"
     r"|deepspeed|flash_attn|peft|accelerate|trl|verl|slime|miles|openrlhf|swift|tensordict|bitsandbytes|xgrammar"
-    r"|outlines|axolotl|unsloth(?:_zoo)?|mindspeed(?:_llm|_rl|_mm)?|torch_npu|vllm_ascend)\b")
+    r"|outlines|axolotl|unsloth(?:_zoo)?|mindspeed(?:_llm|_rl|_mm)?|torch_npu|vllm_ascend"
+    # a model's own code, run with trust_remote_code from transformers' dynamic-module cache
+    # (~/.cache/huggingface/modules/transformers_modules/<org>/<model>/modeling_*.py): written against one transformers
+    r"|transformers_modules)\b")
 # classes whose name says which package defines them: an attribute of one read in another package's frame is
 # one package's call into another (trl's add_hooks on deepspeed's DeepSpeedZeRoOffload, renamed in deepspeed
 # 0.16.4: huggingface/trl#2962; accelerate's on bitsandbytes' optimizers has its outer frames instead)
@@ -1134,6 +1156,14 @@ _CLASS_OWNER: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"'(?:Seq2Seq)?TrainingArguments' object has no attribute"), "transformers"),
     (re.compile(r"'(?:GRPO|DPO|PPO|SFT|KTO|ORPO|CPO|RLOO|Reward|OnlineDPO|BCO|GKD|PRM|XPO|Nash)Config' object has no "
                 r"attribute"), "trl"),
+    # transformers' KV caches (cache_utils.py), whose methods a model's remote code calls (baaivision/Emu3#74:
+    # `'DynamicCache' object has no attribute 'get_max_length'`, removed in transformers 4.51), and the model configs
+    # of its architectures (configuration_*.py: huggingface/transformers#45850, `'BertConfig' object has no attribute
+    # 'pad_token_id'` under v5; #36683, `'Gemma3Config' object has no attribute 'vocab_size'` read by an older vLLM)
+    (re.compile(r"'(?:Dynamic|Static|Hybrid|SlidingWindow|Offloaded|Quantized|EncoderDecoder)Cache' object has no "
+                r"attribute"), "transformers"),
+    (re.compile(r"'(?:PretrainedConfig|PreTrainedConfig|(?:Bert|Roberta|GPT2|Llama|Qwen|Mistral|Mixtral|Gemma|Phi|Deepseek"
+                r"|Glm|InternLM|Olmo|T5|Bloom|Falcon|Baichuan)[A-Za-z0-9_]*Config)' object has no attribute"), "transformers"),
 )
 # `ImportError: /path/lib.so: undefined symbol: _ZN5torch3jit…` (the dynamic loader's message through CPython)
 _UNDEFINED_SYMBOL = re.compile(r"(?:(?P<library>/\S+\.so(?:\.[\w.]+)?): )?undefined symbol: (?P<symbol>\w+)")

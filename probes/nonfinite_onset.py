@@ -77,6 +77,31 @@ def _kind(series: Series) -> str:
     return series.source.split(":", 1)[0]
 
 
+# The kinds whose records carry no step: the HF Trainer's printed dicts, numbered in the order the log holds them
+# (triage.formats.metric_lines), so a fragment's first record is "1" wherever in training it was printed
+# (hiyouga/LlamaFactory#5627: the first NaN at `'epoch': 0.66`)
+ORDINAL_KINDS = frozenset({"hf_log", "hf_log_eval"})
+
+
+def _unit(series: Series) -> str:
+    """What a series' index counts: `step`, or `record` where the log's records carry no step."""
+    return "record" if _kind(series) in ORDINAL_KINDS else "step"
+
+
+def _ordinal_note(run: Run, series: Series, at: int) -> str:
+    """For records that carry no step: that they are counted from the log's first, and the epoch the record at
+    `at` gives, where the same records log one."""
+    if _kind(series) not in ORDINAL_KINDS:
+        return ""
+    epoch = run.metrics.raw(_kind(series), "epoch")
+    where = ""
+    if epoch is not None and len(epoch):
+        hit = np.flatnonzero(epoch.steps == at)
+        if hit.size and np.isfinite(epoch.values[hit[0]]):
+            where = f", at epoch {float(epoch.values[hit[0]]):g}"
+    return f" (the printed records carry no step: counted from the first one the log holds{where})"
+
+
 def _finite_update_at(run: Run, s: Series, steps: tuple[int, ...] | list[int]) -> bool:
     """The loss and grad_norm (those logged in the same records as `s`) are finite at every one of
     `steps`, and at least one was logged there. Records of another kind (slime's rollout records
@@ -232,7 +257,8 @@ class NonfiniteOnset(Probe):
         if finite_grad is not None:
             return self.observe(
                 "finite_gradients",
-                f"{names} {'is' if len(found) == 1 else 'are'} non-finite from step {first.onset_step} on, but "
+                f"{names} {'is' if len(found) == 1 else 'are'} non-finite from {_unit(first_series)} "
+                f"{first.onset_step} on, but "
                 f"{finite_grad.key} is finite on every one of those records: the update itself did not go "
                 "non-finite (a logged average over nothing, or a loss term that does not reach the gradients).",
                 0.7,
@@ -249,24 +275,26 @@ class NonfiniteOnset(Probe):
                 # later record says whether training recovers, so this is the weaker reading
                 return self.observe(
                     "persistent",
-                    f"{s.key} is non-finite at step {start}, the last record logged; no later record shows whether "
-                    f"training recovers (non-finite: {names}).",
+                    f"{s.key} is non-finite at {_unit(s)} {start}, the last record logged; no later record shows "
+                    f"whether training recovers (non-finite: {names}){_ordinal_note(run, s, start)}.",
                     0.6,
                     last_record_only=True,
                     **evidence,
                 )
+            unit = _unit(first_series)
             return self.observe(
                 "persistent",
-                f"{s.key} is non-finite from step {start} on and never recovers "
-                f"(first NaN/Inf at step {first.onset_step} in {first_series.key}; non-finite: {names}).",
+                f"{s.key} is non-finite from {_unit(s)} {start} on and never recovers "
+                f"(first NaN/Inf at {unit} {first.onset_step} in {first_series.key}; non-finite: {names})"
+                f"{_ordinal_note(run, first_series, first.onset_step)}.",
                 0.85,
                 **evidence,
             )
         if worst > p.max_isolated:
             return self.observe(
                 "persistent",
-                f"NaN/Inf recur: {worst} non-finite records from step {first.onset_step} on ({names}), "
-                "each time followed by finite steps — more than a single bad batch.",
+                f"NaN/Inf recur: {worst} non-finite records from {_unit(first_series)} {first.onset_step} on ({names}), "
+                "each time followed by finite records — more than a single bad batch.",
                 0.6,
                 recurring=True,
                 **evidence,
@@ -274,8 +302,8 @@ class NonfiniteOnset(Probe):
         steps = sorted({st for _s, nf in found for st in nf.steps})
         return self.observe(
             "isolated",
-            f"NaN/Inf only at step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))} ({names}); "
-            "training is finite again afterwards: one bad batch, not a diverged model.",
+            f"NaN/Inf only at {_unit(first_series)}{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))} "
+            f"({names}); training is finite again afterwards: one bad batch, not a diverged model.",
             0.8,
             isolated_steps=steps,
             **evidence,

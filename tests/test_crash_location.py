@@ -726,6 +726,16 @@ def test_a_process_with_no_actor_and_no_rank_is_named_by_its_frames(tmp_path, fr
      'File "/code/slime/backends/sglang_utils/sglang_engine.py", line 54, in launch_server_process\n'
      "if server_args.encoder_only:\n"
      "AttributeError: 'ServerArgs' object has no attribute 'encoder_only\n", ["sglang", "slime"]),
+    # zjysteven/lmms-finetune#64: pasted alone, no frame to say who read it (a newer accelerate's call)
+    ("AttributeError: 'DeepSpeedZeroOptimizer_Stage3' object has no attribute 'train'\n", ["deepspeed"]),
+    # baaivision/Emu3#74: a model's remote code calls a method transformers 4.51 removed from its cache
+    ('  File "/r/.cache/huggingface/modules/transformers_modules/BAAI/Emu3-Gen/40b3/modeling_emu3.py", line 1287, in '
+     "prepare_inputs_for_generation\n"
+     "    max_cache_length = past_key_values.get_max_length()\n"
+     "AttributeError: 'DynamicCache' object has no attribute 'get_max_length'. Did you mean: 'get_seq_length'?\n",
+     ["transformers", "transformers_modules"]),
+    # huggingface/transformers#45850: a model config of transformers' own, pasted alone
+    ("AttributeError: 'BertConfig' object has no attribute 'pad_token_id'\n", ["transformers"]),
 ])
 def test_a_class_another_package_defines_read_in_a_packages_frame_is_one_package_calling_another(tmp_path, log,
                                                                                                   packages):
@@ -734,6 +744,11 @@ def test_a_class_another_package_defines_read_in_a_packages_frame_is_one_package
     assert sig.evidence["signature"] == "cross_package_attribute"
     if packages is not None:
         assert sig.evidence["packages"] == packages
+
+
+def test_an_object_of_the_jobs_own_class_pasted_alone_is_not_another_packages(tmp_path):
+    sig, _obs = locate(tmp_path, "AttributeError: 'Scorer' object has no attribute 'grade'\n")
+    assert sig.outcome == "other_error", sig.summary
 
 
 def test_deepspeeds_report_of_a_failed_rank_is_an_error_exit_whose_cause_is_elsewhere(tmp_path):
@@ -839,6 +854,27 @@ def test_an_exception_line_at_the_frames_indentation_under_deeper_code_is_read_b
     (tmp_path / "job.log").write_text(text, encoding="utf-8")
     [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
     assert tb.exception == "ValueError: bad"
+
+
+@pytest.mark.parametrize(("text", "exception", "frames"), [
+    # pytorch/pytorch#163329: dynamo's exception class names no error; the markers alone skipped the line
+    ('  File "/usr/local/lib/python3.10/dist-packages/torch/_dynamo/convert_frame.py", line 981, in _compile\n'
+     "    raise FailOnRecompileLimitHit(\n"
+     "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with one_graph=True.\nstep 3 done\n",
+     "torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached", 1),
+    # a blank line inside the traceback is passed over (a chained section's), not read as its end
+    ('Traceback (most recent call last):\n  File "/x/torch/_dynamo/symbolic_convert.py", line 101, in call\n'
+     "    unimplemented(msg)\n\n"
+     '  File "/x/torch/_dynamo/exc.py", line 9, in unimplemented\n    raise Unsupported(msg)\n'
+     "torch._dynamo.exc.Unsupported: call_function UserDefinedObjectVariable(partial)\n",
+     "torch._dynamo.exc.Unsupported: call_function", 2),
+])
+def test_an_exception_line_with_no_error_word_ends_its_traceback_in_the_scan(tmp_path, text, exception, frames):
+    from triage.formats.slime_log import scan_logs
+
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    assert tb.exception.startswith(exception) and len(tb.frames) == frames
 
 
 def test_a_chain_pasted_from_its_first_exception_line_starts_there(tmp_path):
@@ -1295,6 +1331,18 @@ def test_a_tasks_envelope_alone_is_not_called_a_death(tmp_path):
     assert obs.outcome == "not_located", obs.summary
     assert "remote task ray::MegatronPolicyWorker.generate() raised" in obs.summary
     assert "died" not in obs.summary and "dmesg" not in obs.summary
+
+
+def test_the_raylets_own_failure_is_located_over_the_drivers_report_of_its_death(tmp_path):
+    # ray-project/ray#36884: the driver's LocalRayletDiedError first, the raylet's `Check failed` after it
+    log = ("Traceback (most recent call last):\n"
+           '  File "/home/ray/anaconda3/lib/python3.10/site-packages/ray/_private/worker.py", line 2523, in get\n'
+           "    raise value\n"
+           "ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.\n"
+           "(raylet) [2023-06-27 07:56:04,042 C 1257 1257] (raylet) local_task_manager.cc:431:  Check failed: "
+           "task.GetTaskSpecification().PlacementGroupBundleId().first != PlacementGroupID::Nil()\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located" and "Check failed" in obs.summary and ":5" in obs.evidence["where"], obs.summary
 
 
 def test_abseils_banner_for_a_crash_signal_is_located_and_for_sigterm_is_not(tmp_path):

@@ -2191,10 +2191,27 @@ def test_math_verify_timing_out_off_the_main_thread_is_the_reward_function(tmp_p
      "AttributeError: 'list' object has no attribute 'zero_' in init_fp8_kv_scales"),
     ("when I run it I got `RuntimeError: CUDA error: unspecified launch failure`\n",
      "RuntimeError: CUDA error: unspecified launch failure"),
+    # a few words between the error word and its colon (togethercomputer/OpenChatKit#86)
+    ("And when run the model.generate the error will occur: RuntimeError: probability tensor contains either `inf`\n",
+     "RuntimeError: probability tensor contains either `inf`"),
+    # Markdown bold around the line (StarsfieldAI/R1-V#191)
+    ("**AssertionError: Attempted to load weight (torch.Size([0])) into parameter (torch.Size([1280, 3]))**\n",
+     "AssertionError: Attempted to load weight (torch.Size([0])) into parameter (torch.Size([1280, 3]))"),
 ])
 def test_an_exception_the_user_quoted_in_a_sentence_is_read_as_the_error(tmp_path, line, exc):
     obs = examine(tmp_path, line)
     assert obs.outcome == "other_error" and obs.evidence["line"]["text"] == exc
+
+
+def test_a_debuggers_report_of_the_exception_is_read_with_its_message(tmp_path):
+    # vllm-project/vllm#21776: VS Code's header, the message on the line under it
+    text = ("Exception has occurred: AttributeError       (note: full exception trace is shown but execution is paused "
+            "at: _run_module_as_main)\nmodule 'ray' has no attribute 'is_initialized'\n"
+            '  File "/opt/pytorch/lib/python3.12/site-packages/vllm/utils/__init__.py", line 2872, in is_in_ray_actor\n'
+            "    return (ray.is_initialized()\n")
+    obs = examine(tmp_path, text)
+    assert obs.outcome == "version_mismatch"
+    assert obs.evidence["line"]["text"] == "AttributeError: module 'ray' has no attribute 'is_initialized'"
 
 
 def test_an_import_error_in_a_users_words_without_its_type_is_read_as_its_message(tmp_path):

@@ -71,6 +71,9 @@ MAX_TIMERS = 1000
 MAX_COMMAND_CHARS = 256 << 10
 MAX_ARGUMENT_LINES = 5000
 MAX_CONTINUATION_LINES = 1000
+# Unmarked lines read in a row under a traceback line (its code lines, carets, and an exception line that holds no
+# error word); past it the rest is left to the markers
+MAX_TRACEBACK_WALK = 64
 # A metric dict a terminal wrapped onto further lines (pasted from a console): at most this many
 # lines and characters are joined to it before it counts as cut off
 MAX_WRAPPED_DICT_LINES = 32
@@ -338,8 +341,9 @@ _PDSH_PREFIX = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}: (?=\S)|[A-Za-z][\w.-]*: (?=
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 # (torch elastic's `--log-line-prefix-template` default, `[${role_name}${local_rank}]:`, may stand before it:
-# `[default7]:[rank7]: KeyError: 'state'`, NVIDIA/Megatron-LM#3885)
-_RANK_PREFIX = re.compile(r"(?:\[default\d+\]:)?\[(?P<rank>(?:default)?rank\d+)\]:\s?")
+# `[default7]:[rank7]: KeyError: 'state'`, NVIDIA/Megatron-LM#3885; or alone, torchrun's `--tee`:
+# `[default0]:AttributeError: …`, huggingface/nanotron#303, the local rank standing for the rank)
+_RANK_PREFIX = re.compile(r"(?:(?:\[default\d+\]:)?\[(?P<rank>(?:default)?rank\d+)\]:|\[default(?P<local>\d+)\]:)\s?")
 _SLIME_FMT = re.compile(_SLIME_HEAD)
 # slime's logger head without its `[time]` (a paste that trimmed it: `model.py:660 - step 1: {…}`, NovaSky-AI/SkyRL#1864),
 # read only before a metric record
@@ -915,7 +919,8 @@ def split_line(raw: str) -> _Line:
         if m:
             # behind an actor's prefix the rank is the job's, which the actor's own name does not say
             # (`(WorkerDict pid=1230, ip=…) [rank15]:…`, verl-project/verl#1309)
-            source = f"{source}, {m.group('rank')}" if source else m.group("rank")
+            rank = m.group("rank") or f"rank{m.group('local')}"
+            source = f"{source}, {rank}" if source else rank
             text = text[m.end():]
     first = text[:1]
     if first in "IWEF[" and _GLOG_START.match(text):
@@ -989,6 +994,7 @@ class _FileScan:
         self.walk_budget = 0
         self.walk_head: tuple[int, int, str] | None = None  # a wrapped dict's first line: (line_no, marks, text)
         self.rejoining = False  # parsing a wrapped dict's joined lines (no second walk from it)
+        self.tb_next = False  # the line just read continued an open traceback: read the unmarked lines under it
         self.arguments: dict[str, str] = {}
         self.command_parts: list[str] = []
         self.tail_sample: bytes = b""  # the last bytes read, for the last timestamp
@@ -1234,6 +1240,8 @@ class _FileScan:
             line_no += data.count(b"\n", pos, ls) + 1
             pos = le + 1
             self._line(data[ls:le].decode("utf-8", "replace"), line_no, marks)
+            if self.tb_next and self.walk is None:
+                pos, line_no = self._traceback_lines(data, start, pos, end, line_no, hits[i][1] + start if i < n else end)
             if self.walk is not None:
                 pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i)
         if pos < end:  # (pos > end: the last line had no newline and was counted already)
@@ -1241,6 +1249,33 @@ class _FileScan:
             if data[end - 1] != 0x0A:
                 line_no += 1  # an unterminated last line is a line too
         self.lines = line_no
+
+    def _traceback_lines(self, data: bytes | bytearray, start: int, pos: int, end: int, line_no: int,
+                         next_hit: int) -> tuple[int, int]:
+        """The unmarked lines under a traceback line, read while they go on with it: its code lines and an
+        exception line whose words hold no error word (`torch._dynamo.exc.FailOnRecompileLimitHit: …`,
+        pytorch/pytorch#163329; `httpx.ReadTimeout`), which the markers alone would skip. A marked line is
+        left to the main loop."""
+        budget = MAX_TRACEBACK_WALK
+        while self.tb_next and pos < end and budget > 0:
+            le = data.find(b"\n", pos, end)
+            if le < 0:
+                le = end
+            if next_hit <= le:
+                break
+            raw = data[pos:le].decode("utf-8", "replace")
+            text = split_line(raw).text
+            # (only what a traceback holds: an indented code or caret line, or an exception line; a blank line is
+            # passed over and anything else is left unread, as the markers left it)
+            if text.strip() and text[:1] not in (" ", "\t") and not exception_line(text):
+                break
+            budget -= 1
+            line_no += 1
+            pos = le + 1
+            if text.strip():
+                self._line(raw, line_no, 0)
+        self.tb_next = False
+        return pos, line_no
 
     def _walk_lines(self, data: bytes | bytearray, start: int, pos: int, end: int, line_no: int,
                     hits: list[tuple[int, int, int]], i: int) -> tuple[int, int, int]:
@@ -1270,6 +1305,7 @@ class _FileScan:
 
     def _line(self, raw: str, line_no: int, marks: int) -> None:
         """Parse one marked line; `marks` says which kinds of marker it holds."""
+        self.tb_next = False
         timer_done = False
         ix = self.ix
         if "\x1b" not in raw:  # fast paths for the lines every step prints, in slime / miles format
@@ -1340,6 +1376,8 @@ class _FileScan:
                     self._error(line, line_no)  # bash's report of a job a signal ended quotes its command
                 return
         if self._traceback(line, line_no):
+            # (a line that continued or opened a traceback still open: the unmarked lines under it are read too)
+            self.tb_next = line.source in self.tracebacks
             return
         if marks & _OTHER_MARK:
             self._signals(line, line_no, timer_done)

@@ -62,7 +62,9 @@ _RAY_PREFIX = re.compile(
     # are two processes, vllm-project/vllm#16150)
     r"^\((?P<actor>(?!pid=)[A-Za-z_][\w.:-]*(?:\([\w.:-]*\))?)?,?\s?(?:rank=\d+,?\s?)?(?:pid=(?P<pid>\d+))?(?:,\s?ip=(?P<ip>[^)\s,]+))?[^)]*\)\s?"
 )
-_RANK_PREFIX = re.compile(r"^(?:\[default\d+\]:)?\[(?:default)?rank(?P<rank>\d+)\]:\s?")
+# (or torchrun's `--tee` prefix alone, `[${role_name}${local_rank}]:`, each local rank's lines behind their own:
+# `[default0]:AttributeError: …`, huggingface/nanotron#303; the local rank is the rank on one node)
+_RANK_PREFIX = re.compile(r"^(?:(?:\[default\d+\]:)?\[(?:default)?rank(?P<rank>\d+)\]:|\[default(?P<local>\d+)\]:)\s?")
 # (`, in` with no function name: a `<module>` that a Markdown renderer took for an HTML tag)
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in(?: (?P<fn>.+))?)?\s*$')
 # the start of an indented frame line, whole or cut short by a terminal's width
@@ -363,7 +365,7 @@ def split_origin(raw: str) -> tuple[str, Origin, int]:
     if text.startswith("[rank") or text.startswith("[default"):
         m = _RANK_PREFIX.match(text)
         if m:
-            rank = int(m.group("rank"))
+            rank = int(m.group("rank") or m.group("local"))
             text = text[m.end():]
     if text[:1] == "[":  # a logger's timestamp before every line of the traceback it printed
         text = strip_bracket_timestamp(text)
