@@ -929,6 +929,19 @@ def test_a_nan_on_the_last_record_alone_is_not_said_to_never_recover(tmp_path):
     assert "never recovers" not in obs.summary and "no later record shows" in obs.summary
 
 
+def test_a_nan_in_step_less_records_is_placed_by_record_and_epoch_not_by_step(tmp_path):
+    # hiyouga/LlamaFactory#5627: the Trainer's printed dicts carry no step; the fragment starts mid-epoch
+    from probes.nonfinite_onset import NonfiniteOnset
+    from triage.run import open_run
+
+    (tmp_path / "job.log").write_text(
+        "{'loss': 1.4596, 'grad_norm': nan, 'learning_rate': 4.55e-06, 'epoch': 0.66}\n"
+        "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4.54e-06, 'epoch': 0.67}\n", encoding="utf-8")
+    obs = NonfiniteOnset().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "persistent", obs.summary
+    assert "from record 1 on" in obs.summary and "at epoch 0.66" in obs.summary and "step 1" not in obs.summary
+
+
 def test_fewest_samples_a_whole_number_mean_can_come_from():
     from probes.reward_signal import fewest_samples
 
