@@ -892,6 +892,11 @@ _STATUS_USAGE_HEAD = re.compile(r"^\s*(?:Total )?Usage:\s*$")
 _STATUS_USAGE = re.compile(
     r"^\s*(?P<used>[\d.]+)(?P<uu>[KMGTP]?i?B)?/(?P<total>[\d.]+)(?P<tu>[KMGTP]?i?B)?\s+(?P<res>[A-Za-z_][\w:.-]*)")
 _RAY_START = re.compile(r"\bray start\b(?P<rest>.*)$")
+# Ray Tune's status block: what its trials hold of the cluster's totals (python/ray/tune/progress_reporter.py, Ray 1.x
+# `Resources requested: 0/36 CPUs, 0/0 GPUs, …`; Ray 2.x `Logical resource usage: 1.0/8 CPUs, 0/0 GPUs`):
+# Replicable-MARL/MARLlib#141, a trial asking one GPU of a cluster whose Ray saw none
+_TUNE_USAGE = re.compile(r"(?:Resources requested|Logical resource usage): [\d.]+/(?P<cpu>[\d.]+) CPUs, "
+                         r"[\d.]+/(?P<gpu>[\d.]+) GPUs")
 _NUM_FLAG = re.compile(r"--num-(?P<what>cpus|gpus)[= ](?P<n>\d+)")
 _PAIR = re.compile(r"['\"]?(?P<key>[A-Za-z_][\w:.-]*)['\"]?\s*:\s*(?P<val>[\d.]+)")
 _NODE_PAIR = re.compile(r"(?P<avail>[\d.]+)\s*(?P<au>[KMGTP]?i?B)?/(?P<total>[\d.]+)\s*(?P<tu>[KMGTP]?i?B)?\s+(?P<res>[A-Za-z_][\w:.-]*)")
@@ -1021,6 +1026,12 @@ def scan_placement(run: Run) -> PlacementScan:
                             group[k] = group.get(k, 0.0) + v
                     scan.demands.append(Demand(group, "pending", where, line.strip(),
                                                f"vLLM's placement group of {len(bundles)} bundles"))
+                    continue
+            if " CPUs, " in line:
+                m = _TUNE_USAGE.search(line)
+                if m:
+                    scan.have("CPU", float(m["cpu"]), f"Ray Tune's status, {where}", override=True)
+                    scan.have("GPU", float(m["gpu"]), f"Ray Tune's status, {where}", override=True)
                     continue
             if "ray start" in line:
                 m = _RAY_START.search(line)

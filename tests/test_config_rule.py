@@ -637,6 +637,28 @@ def test_a_ray_status_without_a_gpu_row_is_a_cluster_without_gpus(tmp_path, caps
     assert "has no GPU row" in json.dumps(report)
 
 
+@pytest.mark.parametrize(("status", "outcome"), [
+    # Replicable-MARL/MARLlib#141: Ray Tune's status line says the cluster Ray saw has no GPU
+    ("Resources requested: 0/36 CPUs, 0/0 GPUs, 0.0/32.15 GiB heap, 0.0/16.07 GiB objects\n", "violated"),
+    # Ray 2.x's wording of the same line, a cluster with a GPU: the request fits
+    ("Logical resource usage: 0/8 CPUs, 0/1 GPUs (0.0/1.0 accelerator_type:A10G)\n", "fits"),
+])
+def test_ray_tunes_status_line_gives_the_clusters_totals(tmp_path, status, outcome):
+    log = ("(scheduler +9s) Error: No available node types can fulfill resource request {'CPU': 1.0, 'GPU': 1.0}. "
+           "Add suitable node types to this cluster to resolve this issue.\n== Status ==\n" + status)
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    if outcome == "violated":
+        obs = rule("gpu_count", open_run(str(tmp_path)))
+        assert obs.outcome == outcome, obs.summary
+        assert "Ray Tune's status" in json.dumps(obs.evidence)
+    else:  # the request fits: no GPU shortfall to report, and the run has no args to check instead
+        from probes.config_rule import scan_placement
+
+        assert scan_placement(open_run(str(tmp_path))).capacity == {"CPU": 8.0, "GPU": 1.0}
+        with pytest.raises(Unavailable):
+            rule("gpu_count", open_run(str(tmp_path)))
+
+
 def test_a_ray_status_with_a_gpu_row_keeps_its_count(tmp_path):
     # the same request on a cluster whose block lists its GPUs fits
     log = ("(autoscaler +32s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "
