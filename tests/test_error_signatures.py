@@ -415,6 +415,17 @@ FIELD_CASES = [
     ("host_oom_killed", "slurmstepd: error: Job 42664148 exceeded memory limit (10889240 > 4194304), being killed\n"),  # jmonlong/PopSV#7
     ("host_oom_killed", "slurmstepd: error: Exceeded job memory limit\n"),  # SchedMD/slurm slurmstepd; jmonlong/PopSV#7
     ("host_oom_killed", "srun: error: udc-ba26-19: task 0: Out Of Memory\n"),  # SchedMD/slurm srun; pepkit/geofetch#13
+    # host.ram_exhausted: a checkpoint's mmap refused (c10 MapAllocator; vllm-project/vllm#759) and Ray 1.x's monitor
+    ("host_oom_killed", "RuntimeError: unable to mmap 16933256392 bytes from file </m/model.safetensors>: Cannot allocate "
+     "memory (12)\n"),
+    ("host_oom_killed", "ray.exceptions.RayTaskError(RayOutOfMemoryError): ray::IMPALA.train() (pid=19168, ip=172.31.26.49)\n"),
+    # deps.version_mismatch: DeepSpeed's ops built for another torch (daswer123/xtts-webui#111), torch 2.6's weights-only
+    # load of an older checkpoint (modelscope/ms-swift#5808)
+    ("version_mismatch", "RuntimeError: PyTorch version mismatch! DeepSpeed ops were compiled and installed with a different "
+     "version than what is being used at runtime. Please re-install DeepSpeed or switch torch versions. Install torch "
+     "version=2.2, Runtime torch version=2.1\n"),
+    ("version_mismatch", "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have "
+     "two options\n"),
     # infra.disk_full: torch.save's stream writer (pytorch caffe2/serialize/inline_container.cc; zai-org/ChatGLM-6B#1166)
     ("disk_full", "[rank0]: RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file "
      "data/3: file write failed\n"),

@@ -94,3 +94,37 @@ def test_a_binary_file_is_skipped(tmp_path):
     blob = tmp_path / "job.log"
     blob.write_bytes(b"\xff\xfe\x00" * 100)
     assert pasted_tables(paste_texts([blob]).values()).empty()
+
+
+def test_record_lines_of_trainers_without_an_adapter_are_read_by_step():
+    from triage.formats.pasted_table import step_lines
+
+    # pytorch/torchtitan#3393 (behind its logger head), NVIDIA-NeMo/Automodel#1883, PrimeIntellect-ai/prime-rl#2280
+    titan = ["[rank0]:[titan] 2026-05-18 16:04:46,338 - root - INFO - step: 14  loss:  3.24405  grad_norm:  0.8319  "
+             "memory:  9.46GiB(64.99%)  tps: 7,282",
+             "[rank0]:[titan] 2026-05-18 16:04:47,338 - root - INFO - step: 15  loss:  3.10680  grad_norm:  0.8587  "
+             "memory:  9.46GiB(64.99%)  tps: 7,334"]
+    assert step_lines(titan)[0] == (14, {"loss": 3.24405, "grad_norm": 0.8319, "memory": 9.46, "tps": 7282.0})
+    automodel = ["step 11 | loss 2.3224 | grad_norm     nan", "step 12 | loss    nan | grad_norm     nan",
+                 "[val] step 29 | loss nan"]
+    rows = step_lines(automodel)
+    assert [r[0] for r in rows] == [11, 12] and rows[1][1]["loss"] != rows[1][1]["loss"]  # NaN kept
+    prime = ["00:27:06 SUCCESS Step 9 | Time: 3.20s | Reward: 0.9912 | Seq. Length: 331.1 tokens/sample",
+             "00:27:09 SUCCESS Step 10 | Time: 2.20s | Reward: 0.9900 | Seq. Length: 330.0 tokens/sample"]
+    assert step_lines(prime)[1] == (10, {"time": 2.2, "reward": 0.99})
+    # one such line alone may be a sentence; the frameworks' own records are their grammars'
+    assert step_lines(titan[:1]) == []
+    assert step_lines(["(TaskRunner pid=1) step:2 - actor/pg_loss:0.01 - actor/grad_norm:0.5",
+                       "(TaskRunner pid=1) step:3 - actor/pg_loss:0.01 - actor/grad_norm:0.5",
+                       "[2026-01-01 10:00:00] model.py:660 - step 3: {'train/loss': 0.1, 'train/grad_norm': 0.2}",
+                       "[2026-01-01 10:00:01] model.py:660 - step 4: {'train/loss': 0.1, 'train/grad_norm': 0.2}"]) == []
+
+
+def test_a_paste_of_record_lines_gives_the_canonical_series(tmp_path):
+    # NVIDIA-NeMo/Automodel#1883: grad_norm NaN from step 11 (a known transformers limitation under SDPA)
+    (tmp_path / "job.log").write_text("step 10 | loss 2.6030 | grad_norm  9.9375\nstep 11 | loss 2.3224 | grad_norm     nan\n"
+                                      "step 12 | loss    nan | grad_norm     nan\n", encoding="utf-8")
+    from triage.metrics import Metrics
+
+    grad = Metrics.from_run(open_run(str(tmp_path))).get("grad_norm")
+    assert grad is not None and grad.source == "table:grad_norm" and list(grad.steps) == [10, 11, 12]

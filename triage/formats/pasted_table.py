@@ -12,6 +12,13 @@ by rows with one number per column. A `...` row (the user's elision) is skipped;
 row ends the table. Records go to the `table` kind under the header's names, so the
 canonical vocabulary (triage/frameworks/metrics.yaml) finds them by their bare keys, as
 it does for TensorBoard, W&B and JSONL tags.
+
+The trainers without an adapter print one record a line, a step and then its `name value`
+pairs between bars or wide spaces: torchtitan's `step: 14  loss:  3.24405  grad_norm:  0.8319`
+(pytorch/torchtitan#3393), NeMo Automodel's `step 11 | loss 2.3224 | grad_norm     nan`
+(NVIDIA-NeMo/Automodel#1883), prime-rl's `Step 9 | Time: 3.20s | Reward: 0.9912`
+(PrimeIntellect-ai/prime-rl#2280). Such lines (`step_lines`) are read from a paste the same way,
+names lower-cased, when two of them or more each hold two numbers or more.
 """
 
 from __future__ import annotations
@@ -104,6 +111,41 @@ def tables(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, float]]]:
             header, step_at = cells, at
 
 
+# A record line: the step, then `name value` pairs between bars or runs of two spaces or more (anything before
+# the step is the line's logger head: `[rank0]:[titan] 2026-05-18 16:04:46,338 - root - INFO - `)
+_STEP_LINE = re.compile(r"(?<![\w/])[Ss]tep:?\s+(?P<n>\d{1,12})\s*(?:\|\s*|\s{2,})(?P<rest>\S.*)$")
+_ITEM_SPLIT = re.compile(r"\s*\|\s*|\s{2,}(?=[A-Za-z])(?!(?:nan|NaN|inf)\b)")
+# `name value` with an optional colon or equals sign; the value's unit (`3.20s`, `9.46GiB(64.99%)`) is left off
+_ITEM = re.compile(r"^(?P<k>[A-Za-z][\w/.\-]*(?: [A-Za-z][\w/.\-]*)?)\s*[:=]?\s+(?P<v>[-+]?(?:\d[\d,]*\.?\d*|\.\d+)"
+                   r"(?:[eE][-+]?\d+)?|nan|NaN|-?inf)(?:[A-Za-z%/()\d.]*)\s*$")
+MIN_STEP_LINES = 2
+MIN_STEP_LINE_VALUES = 2
+
+
+def _step_record(line: str) -> tuple[int, dict[str, float]] | None:
+    m = _STEP_LINE.search(line)
+    if m is None:
+        return None
+    record: dict[str, float] = {}
+    for item in _ITEM_SPLIT.split(m.group("rest").strip().strip("|")):
+        it = _ITEM.match(item.strip())
+        if it is None:
+            continue
+        try:
+            value = float(it.group("v").replace(",", ""))
+        except ValueError:
+            continue
+        record[it.group("k").lower().replace(" ", "_")] = value
+    return (int(m.group("n")), record) if len(record) >= MIN_STEP_LINE_VALUES else None
+
+
+def step_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, float]]]:
+    """(step, {name: value}) for each line that prints one record after its step, when the paste holds at least
+    MIN_STEP_LINES of them (one such line may be a sentence with numbers in it)."""
+    rows = [rec for line in lines if ("tep" in line) and (rec := _step_record(line)) is not None]
+    return rows if len(rows) >= MIN_STEP_LINES else []
+
+
 def paste_texts(paths: Iterable[Path]) -> dict[str, str]:
     """path -> text of every log file small enough to be a paste (others are left to the log scan)."""
     out: dict[str, str] = {}
@@ -119,7 +161,10 @@ def pasted_tables(texts: Iterable[str]) -> MetricTable:
     """The tables of pasted texts, as one metric table."""
     table = MetricTable()
     for text in texts:
-        for step, record in tables(text.splitlines()):
+        lines = text.splitlines()
+        for step, record in tables(lines):
+            table.add(KIND, step, record)
+        for step, record in step_lines(lines):
             table.add(KIND, step, record)
     return table
 
