@@ -1027,6 +1027,16 @@ def test_a_traceback_behind_a_timestamp_on_every_line_is_read_whole(tmp_path):
     assert obs.evidence["frame"].endswith("in __call__")
 
 
+def test_a_progress_bar_under_the_exception_is_not_its_message(tmp_path):
+    # mark1879/Baichuan-13B-Finetuning#21: tqdm redraws its bar under the exception
+    log = ('  File "/root/miniconda3/lib/python3.8/site-packages/torch/cuda/amp/grad_scaler.py", line 212, in _unscale_grads_\n'
+           '    raise ValueError("Attempting to unscale FP16 gradients.")\n'
+           "ValueError: Attempting to unscale FP16 gradients.\n"
+           "  0%|          | 0/6931 [00:01<?, ?it/s]\n")
+    _, obs = locate(tmp_path, log)
+    assert obs.evidence["exception"] == "ValueError: Attempting to unscale FP16 gradients."
+
+
 def test_a_vllm_record_after_the_exception_is_not_its_message(tmp_path):
     # vllm-project/vllm#16259: vLLM's logger prints the traceback line by line, then the executor's next record
     log = (

@@ -113,6 +113,9 @@ _RAY_HEADER = re.compile(
     r"ray::(?P<actor>[\w.-]+?)(?:\.(?P<method>[\w<>]+))?\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[^,)\s]+)"
 )
 _RAY_TASK_NAME = re.compile(r"ray::[\w.]+\(\)$")
+# a tqdm bar redrawn under the exception (`  0%|          | 0/6931 [00:01<?, ?it/s]`): the job's next line, never
+# the message's (mark1879/Baichuan-13B-Finetuning#21)
+_PROGRESS_BAR = re.compile(r"^(?:[^|\n]{0,80}:\s*)?\d{1,3}%\|")
 LOOSE_REACH = 8  # lines from a loose exception line to the cause line that ties it to a chain
 _CAUSE = "The above exception was the direct cause of the following exception:"
 _CONTEXT = "During handling of the above exception, another exception occurred:"
@@ -785,7 +788,7 @@ class TracebackReader:
             self._close(key)
             return
         if tb.blank == 0 and tb.pending_link is None and tb.message_lines < 20 and split_line(text).fmt is None \
-                and not stripped.startswith("Traceback (most recent call last)"):
+                and not stripped.startswith("Traceback (most recent call last)") and not _PROGRESS_BAR.match(stripped):
             tb.message_lines += 1
             if tb.message_lines <= MAX_MESSAGE_LINES and tb.blocks:
                 last = tb.blocks[-1]
