@@ -1027,6 +1027,21 @@ def test_a_traceback_behind_a_timestamp_on_every_line_is_read_whole(tmp_path):
     assert obs.evidence["frame"].endswith("in __call__")
 
 
+def test_an_unindented_frames_annotated_code_line_is_code_and_a_stamped_line_after_is_no_message(tmp_path):
+    # sgl-project/sglang#8974 as pasted: frames and code unindented, `self.comm: ncclComm_t = …` a code line
+    log = ('File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/pynccl.py", line 110, in __init__\n'
+           "self.comm: ncclComm_t = self.nccl.ncclCommInitRank(\n"
+           'File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 350, '
+           "in NCCL_CHECK\n"
+           'raise RuntimeError(f"NCCL error: {error_str}")\n'
+           "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+           "[2025-08-08 09:09:09] Received sigquit from a child process. It usually means the child failed.\n")
+    sig, obs = locate(tmp_path, log)
+    assert sig.evidence["line"]["text"].startswith("RuntimeError: NCCL error") and sig.evidence["line"]["where"].endswith(":5")
+    assert obs.evidence["exception"] == ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO "
+                                         "for details)")
+
+
 def test_a_progress_bar_under_the_exception_is_not_its_message(tmp_path):
     # mark1879/Baichuan-13B-Finetuning#21: tqdm redraws its bar under the exception
     log = ('  File "/root/miniconda3/lib/python3.8/site-packages/torch/cuda/amp/grad_scaler.py", line 212, in _unscale_grads_\n'

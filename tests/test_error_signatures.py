@@ -426,6 +426,10 @@ FIELD_CASES = [
      "version=2.2, Runtime torch version=2.1\n"),
     ("version_mismatch", "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have "
      "two options\n"),
+    # SGLang's dependency check at start, and a version lookup of a distribution renamed (flashinfer-ai/flashinfer#794)
+    ("version_mismatch", "Exception: flashinfer with minimum required version 0.1.6 is not installed. Please uninstall the old "
+     "version and reinstall the latest version by following the instructions at https://docs.flashinfer.ai/installation.html.\n"),
+    ("version_mismatch", "importlib.metadata.PackageNotFoundError: No package metadata was found for flashinfer\n"),
     # infra.disk_full: torch.save's stream writer (pytorch caffe2/serialize/inline_container.cc; zai-org/ChatGLM-6B#1166)
     ("disk_full", "[rank0]: RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file "
      "data/3: file write failed\n"),
@@ -1834,6 +1838,14 @@ def test_a_call_into_another_package_missing_a_required_argument_is_a_version_mi
     # a reward function's own signature is the reward's (modelscope/ms-swift#3840)
     line = "TypeError: CosineReward.__call__() missing 1 required positional argument: 'solution'\n"
     assert examine(tmp_path, HEAD + line).outcome == "reward_fn_failed"
+
+
+def test_a_function_defined_inside_the_code_is_no_packages_api(tmp_path):
+    # sgl-project/sglang#4703: SGLang's own layer lambda refused a keyword its own make_layers passed
+    log = HEAD + ('  File "/sgl-workspace/sglang/python/sglang/srt/utils.py", line 401, in <listcomp>\n'
+                  "    maybe_offload_to_cpu(layer_fn(idx=idx, prefix=add_prefix(idx, prefix)))\n"
+                  "TypeError: Phi3SmallModel.__init__.<locals>.<lambda>() got an unexpected keyword argument 'idx'\n")
+    assert examine(tmp_path, log).outcome == "other_error"
 
 
 def test_a_packages_call_with_more_arguments_than_the_installed_function_takes_is_a_version_mismatch(tmp_path):

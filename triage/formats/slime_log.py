@@ -474,6 +474,10 @@ TYPED_EXCEPTION = re.compile(
     r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]+\))?): (?P<msg>\S.*)$")
 
 
+# an exception line's type as a class names it: its last dotted name capitalised (`RuntimeError`, `zmq.error.Again`)
+_CLASS_TYPE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:\([\w.]+\))?(?::|\s*$)")
+
+
 def slurm_launcher_line(text: str) -> bool:
     """A line Slurm's launcher wrote into the job's terminal (`srun: error: node: task 0: Exited with exit code 1`,
     `slurmstepd: error: …`): between a task's traceback frames it is another process's line, not where the
@@ -599,6 +603,7 @@ class _OpenTraceback:
     # which the process went on from): its exception line is no error line of the job
     ignored: bool = False
     code_indent: int | None = None  # the indentation of the code line just read under a frame
+    code_next: bool = False  # an unindented frame was just read: the next line is its code line, unindented too
 
     def add_frame(self, frame: str) -> None:
         if len(self.head) < MAX_FRAMES // 2:
@@ -1566,16 +1571,19 @@ class _FileScan:
                 # (OpenRLHF/OpenRLHF#271, NVIDIA/Megatron-LM#1301: frames pasted without header or exception)
                 tb = self.tracebacks[key] = _OpenTraceback(line_no, key, frame_indent=len(msg) - len(stripped))
                 tb.add_frame(stripped.rstrip())
+                tb.code_next = msg[:1] == "F"
                 return True
             return False
         if slurm_launcher_line(msg):
             return False  # its own line; the traceback goes on
+        code_next, tb.code_next = tb.code_next, False
         if msg[:1] in (" ", "\t") or msg.startswith('File "'):
             stripped = msg.strip()
             if stripped.startswith('File "'):
                 if not tb.head:
                     tb.frame_indent = len(msg) - len(msg.lstrip())
                 tb.add_frame(stripped)
+                tb.code_next = msg[:1] == "F"
                 return True
             indent = len(msg) - len(msg.lstrip())
             shifted = tb.frame_indent == 0 and TYPED_EXCEPTION.match(stripped)
@@ -1595,6 +1603,10 @@ class _FileScan:
             # shifted (verl-project/verl#4676: frames at 3 spaces, the exception at 1)
             self._close_traceback(key, stripped)
             return False
+        if code_next and not _CLASS_TYPE.match(msg):
+            # the code line under an unindented frame, unindented too: `self.comm: ncclComm_t = …` reads like
+            # `name: message` (sgl-project/sglang#8974); an exception's type is a class, its last name capitalised
+            return True
         if exception_line(msg) and line.fmt is None:
             self._close_traceback(key, msg.strip())
             return tb.ignored  # the exception line is an error line too, unless the process went on from it

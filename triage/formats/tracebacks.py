@@ -113,6 +113,7 @@ _RAY_HEADER = re.compile(
     r"ray::(?P<actor>[\w.-]+?)(?:\.(?P<method>[\w<>]+))?\(\)\s*\(pid=(?P<pid>\d+), ip=(?P<ip>[^,)\s]+)"
 )
 _RAY_TASK_NAME = re.compile(r"ray::[\w.]+\(\)$")
+_CLASS_NAME = re.compile(r"(?:^|\.)[A-Z]\w*(?:\([\w.]+\))?$")
 # a tqdm bar redrawn under the exception (`  0%|          | 0/6931 [00:01<?, ?it/s]`): the job's next line, never
 # the message's (mark1879/Baichuan-13B-Finetuning#21)
 _PROGRESS_BAR = re.compile(r"^(?:[^|\n]{0,80}:\s*)?\d{1,3}%\|")
@@ -727,7 +728,11 @@ class TracebackReader:
             return
         if tb.code_next:
             tb.code_next = False
-            if not _exception_line(stripped):
+            # (the code line right under an unindented frame reads like `name: …` when it annotates an attribute:
+            # `self.comm: ncclComm_t = self.nccl.ncclCommInitRank(`, sgl-project/sglang#8974; an exception's type is
+            # a class, its last dotted name capitalised)
+            m = _exception_line(stripped)
+            if m is None or not _CLASS_NAME.search(m.group("type")):
                 return
         if stripped.startswith("Traceback (most recent call last)"):
             if tb.frames or tb.blocks:
@@ -787,7 +792,10 @@ class TracebackReader:
             # quotes end the message, they are not part of it (BunsenFeng/model_collaboration#76)
             self._close(key)
             return
-        if tb.blank == 0 and tb.pending_link is None and tb.message_lines < 20 and split_line(text).fmt is None \
+        # (a line a logger stamped is its next record, not the message's: `[2025-08-08 09:09:09] Received sigquit …`
+        # under SGLang's exception, sgl-project/sglang#8974)
+        if tb.blank == 0 and tb.pending_link is None and tb.message_lines < 20 \
+                and split_line(text).fmt is None and split_line(raw).timestamp is None \
                 and not stripped.startswith("Traceback (most recent call last)") and not _PROGRESS_BAR.match(stripped):
             tb.message_lines += 1
             if tb.message_lines <= MAX_MESSAGE_LINES and tb.blocks:
