@@ -1246,7 +1246,7 @@ class _FileScan:
             pos = le + 1
             self._line(data[ls:le].decode("utf-8", "replace"), line_no, marks)
             if self.tb_next and self.walk is None:
-                pos, line_no = self._traceback_lines(data, start, pos, end, line_no, hits[i][1] + start if i < n else end)
+                pos, line_no = self._traceback_lines(data, pos, end, line_no, hits[i][1] + start if i < n else end)
             if self.walk is not None:
                 pos, line_no, i = self._walk_lines(data, start, pos, end, line_no, hits, i)
         if pos < end:  # (pos > end: the last line had no newline and was counted already)
@@ -1255,12 +1255,12 @@ class _FileScan:
                 line_no += 1  # an unterminated last line is a line too
         self.lines = line_no
 
-    def _traceback_lines(self, data: bytes | bytearray, start: int, pos: int, end: int, line_no: int,
+    def _traceback_lines(self, data: bytes | bytearray, pos: int, end: int, line_no: int,
                          next_hit: int) -> tuple[int, int]:
         """The unmarked lines under a traceback line, read while they go on with it: its code lines and an
         exception line whose words hold no error word (`torch._dynamo.exc.FailOnRecompileLimitHit: …`,
-        pytorch/pytorch#163329; `httpx.ReadTimeout`), which the markers alone would skip. A marked line is
-        left to the main loop."""
+        pytorch/pytorch#163329; `torch._dynamo.exc.Unsupported: …`), which the markers alone would skip. A
+        marked line (at `next_hit` or after) is left to the main loop."""
         budget = MAX_TRACEBACK_WALK
         while self.tb_next and pos < end and budget > 0:
             le = data.find(b"\n", pos, end)
