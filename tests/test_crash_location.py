@@ -877,6 +877,16 @@ def test_an_exception_line_with_no_error_word_ends_its_traceback_in_the_scan(tmp
     assert tb.exception.startswith(exception) and len(tb.frames) == frames
 
 
+def test_a_users_line_under_a_cut_traceback_is_not_read_as_its_exception(tmp_path):
+    from triage.formats.slime_log import scan_logs
+
+    text = ('Traceback (most recent call last):\n  File "/w/verl/trainer/main_ppo.py", line 64, in main\n'
+            "    run_ppo(config)\nEnvironment: Ubuntu 22.04, 8 x H100\n")
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    assert tb.exception == ""
+
+
 def test_a_chain_pasted_from_its_first_exception_line_starts_there(tmp_path):
     # pettingllms-ai/PettingLLMs#8: OmegaConf's error without its traceback, the cause line, then the wrapper's
     text = ("omegaconf.errors.ConfigAttributeError: Key 'optimizer' is not in struct\n"

@@ -474,6 +474,10 @@ TYPED_EXCEPTION = re.compile(
     r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]+\))?): (?P<msg>\S.*)$")
 
 
+# an exception line as Python prints it: a builtin's name (named like an exception) or a class with its module
+# (`torch._dynamo.exc.FailOnRecompileLimitHit: …`), with its message or alone
+_PRINTED_EXCEPTION = re.compile(r"(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Iteration)"
+                                r"|(?:[A-Za-z_]\w*\.)+[A-Z]\w*)(?:\([\w.]+\))?(?::\s|:?$)")
 # an exception line's type as a class names it: its last dotted name capitalised (`RuntimeError`, `zmq.error.Again`)
 _CLASS_TYPE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:\([\w.]+\))?(?::|\s*$)")
 
@@ -1271,9 +1275,10 @@ class _FileScan:
                 break
             raw = data[pos:le].decode("utf-8", "replace")
             text = split_line(raw).text
-            # (only what a traceback holds: an indented code or caret line, or an exception line; a blank line is
-            # passed over and anything else is left unread, as the markers left it)
-            if text.strip() and text[:1] not in (" ", "\t") and not exception_line(text):
+            # (only what a traceback holds: an indented code or caret line, or an exception line as Python prints
+            # one, a builtin's name or a module's class; a blank line is passed over and anything else, `Environment:
+            # Ubuntu 22.04` under a cut traceback, is left unread, as the markers left it)
+            if text.strip() and text[:1] not in (" ", "\t") and not _PRINTED_EXCEPTION.match(text.strip()):
                 break
             budget -= 1
             line_no += 1
