@@ -126,6 +126,15 @@ COMPONENTS = [
 ]
 
 
+def scanned_traceback(tmp_path: Path, text: str):
+    """The one traceback the log scan reads in `text`, written as the run's job.log."""
+    from triage.formats.slime_log import scan_logs
+
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    return tb
+
+
 def locate(tmp_path: Path, log: str):
     (tmp_path / "job.log").write_text(log, encoding="utf-8")
     run = open_run(str(tmp_path))
@@ -808,10 +817,7 @@ def test_a_traceback_pasted_with_every_line_shifted_keeps_its_exception(tmp_path
     group = next(iter(read_text(text).groups.values()))
     assert group.first.root.type == "RuntimeError"
     assert group.first.root.frames[-1].function == "__call__"
-    from triage.formats.slime_log import scan_logs
-
-    (tmp_path / "job.log").write_text(text, encoding="utf-8")
-    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    tb = scanned_traceback(tmp_path, text)
     assert tb.exception.startswith("RuntimeError: Kernel requires") and len(tb.frames) == 2
 
 
@@ -823,10 +829,7 @@ def test_an_exception_line_less_indented_than_its_code_under_an_unindented_frame
     group = next(iter(read_text(text).groups.values()))
     assert group.first.root.type == "RuntimeError"
     assert group.first.root.frames[-1].function == "_load_and_merge_state_dicts"
-    from triage.formats.slime_log import scan_logs
-
-    (tmp_path / "job.log").write_text(text, encoding="utf-8")
-    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    tb = scanned_traceback(tmp_path, text)
     assert tb.exception.startswith("RuntimeError: zero-dimensional tensor")
     # a code line that reads like `name: value` under a normally indented frame stays code
     text = ('Traceback (most recent call last):\n  File "a.py", line 3, in f\n    else:\n'
@@ -843,16 +846,12 @@ def test_an_exception_line_at_the_frames_indentation_under_deeper_code_is_read_b
             + p + "    helper_pg = ProcessGroupGloo(store, rank, world_size, timeout=timeout)\n"
             + p + "                ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
             + p + "  torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//1//cuda\n")
-    from triage.formats.slime_log import scan_logs
-
-    (tmp_path / "job.log").write_text(text, encoding="utf-8")
-    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    tb = scanned_traceback(tmp_path, text)
     assert tb.exception.startswith("torch.distributed.DistStoreError: wait timeout") and len(tb.frames) == 1
     # a line at the code's own indentation stays code, whatever it reads like
     text = ('Traceback (most recent call last):\n  File "a.py", line 3, in f\n    d = {\n'
             "    KeyError: handler,\nValueError: bad\n")
-    (tmp_path / "job.log").write_text(text, encoding="utf-8")
-    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    tb = scanned_traceback(tmp_path, text)
     assert tb.exception == "ValueError: bad"
 
 
@@ -870,20 +869,14 @@ def test_an_exception_line_at_the_frames_indentation_under_deeper_code_is_read_b
      "torch._dynamo.exc.Unsupported: call_function", 2),
 ])
 def test_an_exception_line_with_no_error_word_ends_its_traceback_in_the_scan(tmp_path, text, exception, frames):
-    from triage.formats.slime_log import scan_logs
-
-    (tmp_path / "job.log").write_text(text, encoding="utf-8")
-    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    tb = scanned_traceback(tmp_path, text)
     assert tb.exception.startswith(exception) and len(tb.frames) == frames
 
 
 def test_a_users_line_under_a_cut_traceback_is_not_read_as_its_exception(tmp_path):
-    from triage.formats.slime_log import scan_logs
-
     text = ('Traceback (most recent call last):\n  File "/w/verl/trainer/main_ppo.py", line 64, in main\n'
             "    run_ppo(config)\nEnvironment: Ubuntu 22.04, 8 x H100\n")
-    (tmp_path / "job.log").write_text(text, encoding="utf-8")
-    [tb] = scan_logs([tmp_path / "job.log"]).tracebacks
+    tb = scanned_traceback(tmp_path, text)
     assert tb.exception == ""
 
 
