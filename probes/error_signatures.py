@@ -117,6 +117,10 @@ CONSEQUENCE_LINE = re.compile(
     r"|A worker died or was killed while executing a task by an unexpected system error"
     # a child command's exit reported by the Python that ran it (a build's compiler or CMake: NVIDIA/TransformerEngine#954)
     r"|\bCalledProcessError: Command '.*' returned non-zero exit status \d+"
+    # srun's report of a task that ended badly (SchedMD/slurm src/srun/step_launch.c `%s: task %s: Exited with exit code
+    # %d`, or the signal's name): the task's own error, where the log has it, is its own line (SRUN_TASK_FAILED)
+    r"|^srun: error: \S+: tasks? [\d,\-]+: (?:Exited with exit code [1-9]|Aborted|Segmentation fault|Bus error"
+    r"|Illegal instruction|Floating point exception)"
 )
 
 # How far back (lines, same file) a signature's context may be found when the
@@ -285,6 +289,15 @@ FATAL_LINE = re.compile(
     # srun failing to start a job step (SchedMD/slurm src/srun: `srun: error: Unable to create step for job N: Requested
     # node configuration is not available`, verl-project/verl#548): nothing of the job ran there
     r"|^srun: error: Unable to create step for job\b"
+    # srun's report of a task that failed, after which it ends the step (`srun: error: learnfair0824: task 5: Exited with
+    # exit code 1`, then `Terminating StepId=…` and slurmstepd's `*** STEP … CANCELLED AT … ***`): facebookresearch/deit#102,
+    # ecmwf/WeatherGenerator#1572 (`tasks 1,3: Aborted`); the task's own error decides where the log has it
+    r"|^srun: error: \S+: tasks? [\d,\-]+: (?:Exited with exit code [1-9]|Aborted|Segmentation fault|Bus error"
+    r"|Illegal instruction|Floating point exception)"
+    # slurmstepd unable to run the batch script or a task's program (src/slurmd/slurmstepd/exec_wait.c / mgr.c: `slurmstepd:
+    # error: execve(): /tmp/slurmd/job00089/slurm_script: No such file or directory`): nothing of the job ran
+    # (ArjunaCluster/ArjunaUsers#46, the nodes' spool directory)
+    r"|^slurmstepd: error: execve\(\): \S"
     # Ray failing to set up an actor's runtime_env (pip / conda / working_dir): the actor is never created
     # (src/ray/raylet/agent_manager.cc `Failed to create runtime env`, gcs_actor_scheduler.cc `… as the runtime environment
     # setup failed`, the job's `runtime_env setup failed`; ray-project/ray#20483, #22472, #38312); the raylet's report that
@@ -715,7 +728,7 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
         if not exc and tb.frames and head is not None and head.text.lstrip().startswith("Traceback"):
             # (a headed traceback cut before its end: frames pasted below an error without a header are read
             # as that, bottom-up, by the OOM check)
-            above = _exception_above(lines, by_path.get(tb.path, []), tb.path, tb.line_no, frames)
+            above = _exception_above(lines, by_path.get(tb.path, []), tb.path, tb.line_no, frames, tb.source)
             if above is not None:
                 frames[above] = tuple(tb.frames)
                 continue
@@ -764,14 +777,17 @@ EXCEPTION_ABOVE_LINES = 5
 
 
 def _exception_above(lines: dict[tuple[str, int], LogLine], nos: list[int], path: str, start: int,
-                     frames: dict[tuple[str, int], tuple[str, ...]]) -> tuple[str, int] | None:
+                     frames: dict[tuple[str, int], tuple[str, ...]], source: str | None = None) -> tuple[str, int] | None:
     """The exception line a user pasted above the traceback that raised it, the traceback cut before its own
     end: the nearest candidate line within `EXCEPTION_ABOVE_LINES` above `start` that reads `Type: message`,
-    when no traceback ends at it already."""
+    when no traceback ends at it already and no prefix says another rank or process printed it (pytorch/pytorch#173679:
+    `[rank19]: torch._inductor.exc.InductorError: …` above `[rank9]: Traceback …`, two ranks' reports)."""
     i = bisect.bisect_left(nos, start) - 1
     while i >= 0 and start - nos[i] <= EXCEPTION_ABOVE_LINES:
         key = (path, nos[i])
         if TYPED_EXCEPTION.match(lines[key].text.strip()):
+            if source and lines[key].source and lines[key].source != source:
+                return None
             return None if key in frames else key
         i -= 1
     return None
@@ -1183,7 +1199,7 @@ _SUMMARY = {
     "port_unreachable": "a client could not reach a server on its own node (loopback)",
     "server_unavailable": "the rollout server (or its router) answered 503: nothing healthy behind it took the request",
     "inductor_cache": "torch.compile hit a corrupt compile-cache entry (inductor's JSONDecodeError, vLLM's corrupted "
-                      "compilation artifact)",
+                      "compilation artifact) or a cache on a shared filesystem that changed under it",
     "hf_model_not_found": "transformers could not find the model or its config",
     "no_pad_token": "the tokenizer has no padding token",
     "eos_boundary": "the chat template's end boundary came before its start",

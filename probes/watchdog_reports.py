@@ -31,6 +31,13 @@ both fingerprints when they differ:
 
 That is the same comparison made by the backend, with what each rank called: a mismatch observed
 (modelscope/ms-swift#9443, aurekaresearch/OpenDDE#23), read before the watchdogs' reports.
+
+NCCL's network transports see the same disagreement from below: a peer that sends more bytes than this
+rank posted for the operation is refused (src/transport/net_socket.cc, net_ib.cc: `NET/Socket : peer
+10.0.5.194<41988> message truncated : receiving 4 bytes instead of 2.`, newer releases adding "there may be
+a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks"). The
+two ranks ran one collective with different sizes, or with different protocol settings (NVIDIA/nccl#626,
+the maintainers: "You're not calling NCCL consistently between ranks"; NVIDIA/nccl#605).
 """
 
 from __future__ import annotations
@@ -59,6 +66,13 @@ _WATCHDOG = re.compile(
 _DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
 # ProcessGroupWrapper's report: each rank's fingerprint, up to the next rank's or the end of the message
 _WRAPPER = "Detected mismatch between collectives on ranks"
+# NCCL's network transport refusing a message larger than the operation this rank posted
+_TRUNCATED = re.compile(r"NET/(?:Socket|IB) ?: (?:peer (?P<peer>\S+) )?message truncated\b"
+                        r"(?: ?: receiving (?P<got>\d+) bytes instead of (?P<posted>\d+))?")
+# torch >= 2.3's other words for a rank's watchdog report, naming the work's sequence number and not its collective
+# (`… Exception (either an error or timeout) detected by watchdog at work: 1`, `[Rank 1] Timeout at NCCL work: 1, last
+# enqueued NCCL work: 1, …`: axolotl-ai-cloud/axolotl#2267)
+_OPLESS_REPORT = re.compile(r"detected by watchdog at work: \d+|\bTimeout at NCCL work: \d+")
 _FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\((?P<fp>.*?)"
                           r"(?=, but Rank \d+ is running|\)\.|\)\s*$)")
 _FP_FIELDS = re.compile(r"(?P<key>SequenceNumber|OpType|TensorShape|TensorDtypes)=(?P<value>\[[^\]]*\]|[^,)\s]+)")
@@ -120,7 +134,7 @@ class WatchdogReports(Probe):
     cost = Cost.STATIC
 
     def examine(self, run: Run) -> Observation:
-        wrapper = self._wrapper_report(run.log.errors)
+        wrapper = self._wrapper_report(run.log.errors) or self._truncated_message(run.log.errors)
         if wrapper is not None:
             return wrapper
         reports = _reports(run.log.errors)
@@ -136,6 +150,8 @@ class WatchdogReports(Probe):
                 # a report whose work is cut off or elided (`WorkNCCL(..., OpType=ALLREDUCE …)`, a paste's `...`): the
                 # report is there, its sequence number is not
                 seen = " (the log's watchdog reports do not name their work's sequence number)"
+            elif any(_OPLESS_REPORT.search(line.text) for line in run.log.errors):
+                seen = " (the log's watchdog reports name their work's sequence number, not its collective)"
             else:
                 seen = " (no watchdog report in the log)"
             raise Unavailable(
@@ -200,6 +216,31 @@ class WatchdogReports(Probe):
                 source="ProcessGroupWrapper",
                 collectives={str(rank): f for rank, f in calls.items()},
                 where=line.where(),
+            )
+        return None
+
+
+    def _truncated_message(self, lines: list[LogLine]) -> Observation | None:
+        """NCCL's network transport receiving more than this rank's operation posted: the peer's collective differs."""
+        for line in lines:
+            m = _TRUNCATED.search(line.text)
+            if m is None:
+                continue
+            peer = f" from peer {m.group('peer')}" if m.group("peer") else ""
+            sizes = {} if m.group("got") is None else {"received_bytes": int(m.group("got")),
+                                                       "posted_bytes": int(m.group("posted"))}
+            received = (f"received {sizes['received_bytes']} bytes{peer} where this rank's operation posted "
+                        f"{sizes['posted_bytes']}" if sizes else f"received a message{peer} larger than this rank's "
+                        "operation posted")
+            return self.observe(
+                "collective_mismatch",
+                f"NCCL {received} ({line.where()}): the two ranks ran one collective with different sizes, or with "
+                "different NCCL settings (NCCL_PROTO, NCCL_ALGO) between them.",
+                confidence=0.75,
+                source="NCCL net transport",
+                rank=rank_of(line),
+                where=line.where(),
+                **sizes,
             )
         return None
 

@@ -1324,6 +1324,22 @@ def test_a_framework_checked_out_inside_anothers_folder_names_the_file():
     assert package_of("/root/slime_plugins/models/glm4.py") is None
 
 
+def test_a_cython_bindings_frame_is_its_librarys_and_the_crash_is_placed_above_it(tmp_path):
+    # flashinfer-ai/flashinfer#2034: tvm_ffi's Cython dispatch under flashinfer's MoE kernel call
+    from triage.formats.tracebacks import package_of
+
+    assert package_of("python/tvm_ffi/cython/function.pxi") == "tvm_ffi"
+    assert package_of("grpc/_cython/_cygrpc/aio/call.pyx.pxi") == "grpc"
+    log = ("Traceback (most recent call last):\n"
+           '  File "/w/.venv/lib/python3.12/site-packages/flashinfer/fused_moe/core.py", line 1570, in trtllm_moe_op\n'
+           "    moe_op.trtllm_moe(\n"
+           '  File "python/tvm_ffi/cython/function.pxi", line 814, in core.Function.__call__\n'
+           "RuntimeError: Error in function 'run'\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.evidence["frame"].endswith("in trtllm_moe_op") and obs.evidence["frame_package"] == "flashinfer"
+    assert obs.evidence["innermost_frame"].endswith("in core.Function.__call__")
+
+
 @pytest.mark.parametrize("first", [
     # gcc under ninja (NVIDIA/TransformerEngine#1309)
     "/env/lib/python3.9/site-packages/torch/include/ATen/cudnn/cudnn-wrapper.h:3:10: fatal error: cudnn.h: No such file "

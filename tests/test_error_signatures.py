@@ -1305,11 +1305,52 @@ def test_source_near_misses_are_not_the_failure(tmp_path, outcome, line):
     assert examine(tmp_path, HEAD + line).outcome != outcome
 
 
-def test_nccl_shared_memory_failure_is_not_a_full_disk(tmp_path):
-    # newer NCCL ends its /dev/shm failure in ENOSPC's words: a container's shared memory, not a filesystem
-    line = ("ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 "
-            "bytes, error: No space left on device (28)\n")
-    assert examine(tmp_path, HEAD + line).outcome != "disk_full"
+@pytest.mark.parametrize("line", [
+    # newer NCCL ends its /dev/shm failure in ENOSPC's words
+    "ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 "
+    "bytes, error: No space left on device (28)\n",
+    # older NCCL's (NVIDIA/nccl#290, #342: Docker's 64 MB default, fixed with --shm-size)
+    "gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n",
+    # the segment's failure as torch reports NCCL's last error (pytorch/torchtitan#853, fixed by --shm-size=1g)
+    "  Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)\n",
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n",
+])
+def test_a_full_dev_shm_is_the_containers_shared_memory_not_the_checkpoints_disk(tmp_path, line):
+    obs = examine(tmp_path, HEAD + line)
+    assert obs.outcome == "disk_full"
+    assert "/dev/shm" in obs.evidence["explanation"] and "--shm-size" in obs.evidence["remedy"]
+
+
+def test_a_checkpoint_on_a_full_disk_keeps_the_disks_remedy(tmp_path):
+    obs = examine(tmp_path, HEAD + "OSError: [Errno 28] No space left on device: '/ckpt/iter_0000100'\n")
+    assert obs.outcome == "disk_full" and "remedy" not in obs.evidence
+
+
+def test_a_pod_kubernetes_cannot_place_for_its_gpus_is_short_of_gpus(tmp_path):
+    event = ("  Warning  FailedScheduling  30s   default-scheduler  0/3 nodes are available: 1 node(s) had untolerated "
+             "taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes "
+             "are available: 3 No preemption victims found for incoming pod.\n")
+    obs = examine(tmp_path, "Events:\n" + event)
+    assert obs.outcome == "insufficient_gpus"
+    assert "nvidia.com/gpu" in obs.evidence["remedy"]
+    # a pod short of CPUs is not short of GPUs
+    assert examine(tmp_path, event.replace("Insufficient nvidia.com/gpu", "Insufficient cpu")).outcome != "insufficient_gpus"
+
+
+def test_a_step_srun_cancelled_after_a_task_failed_is_that_tasks_failure(tmp_path):
+    # facebookresearch/deit#102: srun ends the step after task 5 exits 1; the cancellation has no reason of its own
+    log = ("srun: error: learnfair0824: task 5: Exited with exit code 1\n"
+           "srun: launch/slurm: _step_signal: Terminating StepId=43575862.0\n"
+           "slurmstepd: error: *** STEP 43575862.0 ON learnfair0824 CANCELLED AT 2021-07-14T08:00:36 ***\n"
+           "srun: error: learnfair0824: tasks 3,7: Killed\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error"
+    assert obs.evidence["line"]["where"].endswith("job.log:1")
+
+
+def test_a_cancellation_with_no_failed_task_before_it_is_the_schedulers(tmp_path):
+    log = HEAD + "slurmstepd: error: *** JOB 43575862 ON learnfair0824 CANCELLED AT 2021-07-14T08:00:36 ***\n"
+    assert examine(tmp_path, log).outcome == "sched_ended"
 
 
 def test_an_eviction_is_decided_by_what_the_node_ran_low_on(tmp_path):
@@ -1878,6 +1919,26 @@ def test_a_model_type_the_installed_transformers_does_not_know_is_a_version_mism
     assert ErrorSignatures().examine(open_text_run(line + "\n")).outcome == "version_mismatch"
 
 
+@pytest.mark.parametrize("line", [
+    # unslothai/unsloth#1992: unsloth and unsloth_zoo out of step, the ImportError printed without the module's path
+    "ImportError: cannot import name '_unsloth_get_batch_samples' from 'unsloth_zoo.loss_utils'",
+    # hiyouga/LlamaFactory#9387: Liger Kernel 0.6.3's functional API under an older transformers
+    "TypeError: liger_fused_linear_cross_entropy() got an unexpected keyword argument 'return_dict'",
+    # flash-attn older than the caller: `softcap` came in flash-attn 2.6
+    "TypeError: flash_attn_func() got an unexpected keyword argument 'softcap'",
+])
+def test_a_packages_api_named_without_frames_is_a_version_mismatch(tmp_path, line):
+    assert examine(tmp_path, HEAD + line + "\n").outcome == "version_mismatch"
+
+
+@pytest.mark.parametrize("line", [
+    "ImportError: cannot import name 'load_rows' from 'mydata'",
+    "TypeError: my_flash_attn_func() got an unexpected keyword argument 'softcap'",
+])
+def test_a_name_of_the_jobs_own_code_without_frames_is_not_a_version(tmp_path, line):
+    assert examine(tmp_path, HEAD + line + "\n").outcome == "other_error"
+
+
 def test_a_saved_adapters_field_the_installed_peft_lacks_is_a_version_mismatch(tmp_path):
     # shibing624/MedicalGPT#355: an adapter saved by peft 0.10 loaded under 0.9
     log = HEAD + ("    return config_cls(**kwargs)\n"
@@ -1895,6 +1956,13 @@ def test_a_saved_adapters_field_the_installed_peft_lacks_is_a_version_mismatch(t
     ("TypeError: Qwen2ForCausalLM.forward() got an unexpected keyword argument 'num_items_in_batch'", "version_mismatch"),
     # a class of the job's own naming says no library's API changed
     ("TypeError: PolicyNet.forward() got an unexpected keyword argument 'num_items_in_batch'", "other_error"),
+    # NVIDIA/Megatron-LM#1538: megatron-core's build_module building its wrapper of a TransformerEngine module
+    ("TypeError: BasicOperation.__init__() got an unexpected keyword argument 'cache_quantized_input' when "
+     "instantiating TESequentialSwigluLinear when instantiating SharedExpertMLP when instantiating MoELayer",
+     "version_mismatch"),
+    # a module of the job's own that build_module was building is the job's
+    ("TypeError: MyMLP.__init__() got an unexpected keyword argument 'gate' when instantiating MyMLP when "
+     "instantiating TransformerLayer", "other_error"),
 ])
 def test_a_model_class_of_the_libraries_naming_is_a_librarys_api_without_frames(tmp_path, line, outcome):
     assert examine(tmp_path, HEAD + line + "\n").outcome == outcome
@@ -1911,6 +1979,45 @@ def test_an_exception_pasted_above_its_cut_traceback_gets_that_tracebacks_frames
     obs = examine(tmp_path, log)
     assert obs.outcome == "weight_name_refused"
     assert obs.evidence["line"]["where"].endswith("job.log:1")
+
+
+def test_another_ranks_exception_above_a_cut_traceback_keeps_its_own_frames(tmp_path):
+    # pytorch/pytorch#173679: rank 19's error printed without a traceback, rank 9's traceback below it cut
+    log = ("[rank19]: torch._inductor.exc.InductorError: OSError: [Errno 16] Device or resource busy: "
+           "'/root/.triton/cache/XU5D/tmp.pid_20/cuda_utils.so' -> '/root/.triton/cache/XU5D/cuda_utils.so'\n\n"
+           "[rank9]: Traceback (most recent call last):\n"
+           '[rank9]:   File "/work/train.py", line 1131, in <module>\n'
+           "[rank9]:     main()\n"
+           '[rank9]:   File "/usr/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1882, in _call_impl\n'
+           "[rank9]:     return inner()\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "inductor_cache"
+    assert obs.evidence["rank"] == 19 and obs.evidence["frames"] == []
+    assert "TRITON_CACHE_DIR" in obs.evidence["remedy"]
+
+
+def test_ncclss_proxy_connect_after_a_cuda_failure_passes_the_cuda_failure_on(tmp_path):
+    # NVIDIA/nccl#957: the CUDA call inside NCCL failed first; the proxy's connect fails with its result (res=3)
+    log = ("host:1850301:1881341 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n"
+           "host:1850301:1881358 [0] proxy.cc:1485 NCCL WARN [Service thread] Error encountered progressing "
+           "operation=Connect, res=3, closing connection\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "other_error"
+    assert obs.evidence["line"]["where"].endswith("job.log:1")
+    # alone, the proxy's failed connect is the network's
+    assert examine(tmp_path, log.split("\n", 1)[1]).outcome == "network_failure"
+
+
+def test_a_stale_handle_in_tritons_cache_is_the_shared_caches_conflict(tmp_path):
+    # PrimeIntellect-ai/prime-rl#2305: ~/.triton/cache on NFS shared by the nodes
+    log = HEAD + ("ImportError: /home/u/.triton/cache/1f2e/__triton_launcher.cpython-312-x86_64-linux-gnu.so: "
+                  "cannot stat shared object: Stale file handle\n")
+    assert examine(tmp_path, log).outcome == "inductor_cache"
+
+
+def test_a_stale_handle_outside_any_compile_cache_is_not_the_caches(tmp_path):
+    log = HEAD + "OSError: [Errno 116] Stale file handle: '/nfs/data/shard_0001.parquet'\n"
+    assert examine(tmp_path, log).outcome == "other_error"
 
 
 def test_hydras_short_report_of_a_refused_override_ends_the_job(tmp_path):
@@ -2130,6 +2237,8 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     # srun that could not start the step (verl-project/verl#548), a parquet file that is a Git LFS pointer
     # (policy-gradient/GRPO-Zero#1), a launch failure without the driver's Xid (CSUBioGroup/PGMG#3)
     "srun: error: Unable to create step for job 4242: Requested node configuration is not available\n",
+    # slurmstepd that could not run the batch script (ArjunaCluster/ArjunaUsers#46)
+    "slurmstepd: error: execve(): /tmp/slurmd/job00089/slurm_script: No such file or directory\n",
     "ArrowInvalid: Parquet magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.\n",
     "RuntimeError: CUDA error: unspecified launch failure\n",
     # Ray's raylet failing to set up an actor's runtime_env (ray-project/ray#20483), and a runtime_env process's

@@ -610,6 +610,14 @@ def test_pdshs_host_prefix_is_a_carrier():
     # a host name before anything but a rank's prefix is a message's own `word: `
     assert split_line("Error: something").text == "Error: something"
     assert split_line("worker-1: started").text == "worker-1: started"
+    # a cluster's host name (words joined by hyphens, a number last) before a traceback's lines (NVIDIA/nccl#1029)
+    assert split_line('rdma-gpu-train-worker-0:   File "/x/c10d.py", line 3665, in barrier').text == \
+        '  File "/x/c10d.py", line 3665, in barrier'
+    assert split_line("gpu-node-07: Traceback (most recent call last):").text == "Traceback (most recent call last):"
+    assert split_line("gpu-node-07: torch.distributed.DistBackendError: NCCL error").text == \
+        "torch.distributed.DistBackendError: NCCL error"
+    # a word that names no host keeps its line
+    assert split_line("Note: Traceback (most recent call last):").text == "Note: Traceback (most recent call last):"
 
 
 def test_nemos_logging_prefix_gives_the_level_and_time():

@@ -159,3 +159,37 @@ def test_pytorchs_own_collective_check_is_the_mismatch_with_each_ranks_call(tmp_
     # cut before the second rank's fingerprint, the check's words alone name no collective: undecided
     rc, report = _triage(tmp_path, capsys, text.split(", but Rank 0")[0] + "\n")
     assert report["root_cause"]["id"] == "inconclusive"
+
+
+def test_nccls_truncated_message_is_the_ranks_collectives_disagreeing_in_size(tmp_path, capsys):
+    # sail-sg/zero-bubble-pipeline-parallelism#60: NCCL's socket transport refused a larger message than its rank posted
+    text = ("lzm-h200-10:74737:75914 [1] transport/net_socket.cc:488 NCCL WARN NET/Socket : peer 10.0.5.194<41988> "
+            "message truncated : receiving 4 bytes instead of 2. If you believe your socket network is in healthy state, "
+            "there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between "
+            "ranks\n"
+            "lzm-h200-10:74737:74737 [1] init.cc:290 NCCL WARN Attempt to use communicator before the previous "
+            "operation returned ncclSuccess\n")
+    rc, report = _triage(tmp_path, capsys, text)
+    assert (rc, report["root_cause"]["id"]) == (0, "dist.collective_mismatch")
+    step = _step(report, "watchdog_reports")
+    assert (step["evidence"]["received_bytes"], step["evidence"]["posted_bytes"]) == (4, 2)
+    assert "NCCL received 4 bytes from peer 10.0.5.194<41988> where this rank's operation posted 2" in step["summary"]
+    # NVIDIA/nccl#626: the sizes on the line below, the transport's words alone
+    text = ("transport/net_socket.cc:424 NCCL WARN NET/Socket : peer 192.168.161.30<59210> message truncated :\n"
+            "receiving 1048576 bytes instead of 65536\n")
+    rc, report = _triage(tmp_path, capsys, text)
+    assert (rc, report["root_cause"]["id"]) == (0, "dist.collective_mismatch")
+
+
+def test_reports_that_name_their_work_but_not_its_collective_are_not_called_absent(tmp_path, capsys):
+    # axolotl-ai-cloud/axolotl#2267: torch >= 2.3's words name the work's sequence number, not its op
+    text = ("[E114 16:14:58.940745885 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception "
+            "(either an error or timeout) detected by watchdog at work: 1, last enqueued NCCL work: 1, last completed "
+            "NCCL work: -1.\n"
+            "[E114 16:14:58.940745885 ProcessGroupNCCL.cpp:630] [PG ID 0 PG GUID 0(default_pg) Rank 1] Timeout at NCCL "
+            "work: 1, last enqueued NCCL work: 1, last completed NCCL work: -1.\n")
+    _rc, report = _triage(tmp_path, capsys, text)
+    step = _step(report, "watchdog_reports")
+    assert step["outcome"] == "unavailable"
+    assert "name their work's sequence number, not its collective" in step["summary"]
+    assert "no watchdog report in the log" not in json.dumps(report)

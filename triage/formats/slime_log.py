@@ -165,6 +165,9 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # (hiyouga/LlamaFactory#6884: `The 'transformers!=4.46.*,…,>=4.41.2' distribution was not found and is required by
     # llamafactory` under `Failed to import transformers.modeling_utils because of the following error`)
     "distribution was not found",
+    # Kubernetes' scheduler leaving a pod Pending on nodes without the GPUs it asks (the FailedScheduling event:
+    # `0/4 nodes are available: 4 Insufficient nvidia.com/gpu.`, kubernetes/kubernetes noderesources/fit.go)
+    "Insufficient nvidia.com/gpu",
 )
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
@@ -336,8 +339,12 @@ _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
 _TASK_LABEL = re.compile(r" {0,5}\d{1,6}: (?=\S| {2})|\[\d+,\d+\]<std(?:out|err|diag)>: ?")
 # pdsh's `<host>: ` before each line of a remote command (DeepSpeed's multi-node launcher runs the ranks
 # through it: StarsfieldAI/R1-V#44's `29.127.65.230: [rank0]: AttributeError: …`): an address, or a host name
-# when a rank's prefix follows
-_PDSH_PREFIX = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}: (?=\S)|[A-Za-z][\w.-]*: (?=\[(?:default)?rank\d+\]:)")
+# when a rank's prefix follows, or a traceback's line (a header, a frame, its code, an exception) follows a host name of
+# a cluster's naming, words joined by hyphens and ending in a number (NVIDIA/nccl#1029: `rdma-gpu-train-worker-0:   File
+# "…/distributed_c10d.py", line 3665, in barrier`)
+_PDSH_PREFIX = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}: (?=\S)|[A-Za-z][\w.-]*: (?=\[(?:default)?rank\d+\]:)"
+                          r"|[A-Za-z][\w.]*-[\w.-]*\d: (?=Traceback \(most recent call last\):|\s+File \"|\s{3}"
+                          r"|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): )")
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 # (torch elastic's `--log-line-prefix-template` default, `[${role_name}${local_rank}]:`, may stand before it:

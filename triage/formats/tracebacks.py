@@ -269,6 +269,13 @@ _LIB_DIR = re.compile(r"(?:^|[/\\])(?P<pkg>" + "|".join(re.escape(x) for x in LI
 _FW_DIR = re.compile(r"(?:(?<=[/\\])|^)(?P<pkg>" + "|".join(FRAMEWORKS) + r")(?=[/\\])")
 
 
+# a compiled extension's Cython source, as its frames name it (`python/tvm_ffi/cython/function.pxi`, `grpc/_cython/
+# _cygrpc/aio/call.pyx.pxi`, `uvloop/loop.pyx`): a library's binding layer, never the user's code; its package is the
+# first directory that is not a source tree's (`python`, `src`, `cython`) (flashinfer-ai/flashinfer#2034)
+_CYTHON_FILE = re.compile(r"\.(?:pyx|pxi|pxd)$")
+_SOURCE_TREE_DIRS = frozenset(("", ".", "..", "python", "src", "lib", "cython", "_cython"))
+
+
 def package_of(frame_file: str) -> str | None:
     """The package a frame's file belongs to, where the path says (None for the user's own files)."""
     m = _SITE.search(frame_file)
@@ -282,6 +289,9 @@ def package_of(frame_file: str) -> str | None:
         return m.group("pkg").replace("/", ".")
     if _STDLIB.search(frame_file):
         return "python"
+    if _CYTHON_FILE.search(frame_file):
+        dirs = re.split(r"[/\\]", frame_file)[:-1]
+        return next((d for d in dirs if d not in _SOURCE_TREE_DIRS), "a compiled extension")
     return None
 
 
@@ -301,7 +311,9 @@ def first_app_frame(block: Block) -> Frame | None:
     the runtime's internals (torch, Ray, the standard library)."""
     frame = next((f for f in reversed(block.frames) if in_app(f)), None)
     if frame is None:
-        frame = next((f for f in reversed(block.frames) if package_of(f.file) not in INTERNALS), None)
+        # (a Cython binding's dispatch, `core.Function.__call__`, is the runtime between the package and its kernel)
+        frame = next((f for f in reversed(block.frames)
+                      if package_of(f.file) not in INTERNALS and not _CYTHON_FILE.search(f.file)), None)
     return frame
 
 
