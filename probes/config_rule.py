@@ -304,6 +304,13 @@ class ConfigRule(Probe):
             )
             cluster = registered if cluster is None else cluster
         if cluster is None:
+            # Ray's own account of the cluster (`ray status`, `ray start --num-gpus`, a scheduling message), as the
+            # placement rule reads it (OpenRLHF/OpenRLHF#516: `ray start --head --num-gpus=4`)
+            scan = scan_placement(run)
+            if "GPU" in scan.capacity:
+                cluster = int(scan.capacity["GPU"])
+                evidence["cluster_gpus_from"] = scan.capacity_from["GPU"]
+        if cluster is None:
             raise Unavailable(
                 "log",
                 "the cluster's GPU count is unknown: no placement-group wait lines in the log and no cluster_gpus",
@@ -897,6 +904,11 @@ _RAY_START = re.compile(r"\bray start\b(?P<rest>.*)$")
 # Replicable-MARL/MARLlib#141, a trial asking one GPU of a cluster whose Ray saw none
 _TUNE_USAGE = re.compile(r"(?:Resources requested|Logical resource usage): [\d.]+/(?P<cpu>[\d.]+) CPUs, "
                          r"[\d.]+/(?P<gpu>[\d.]+) GPUs")
+# Ray Train's and Tune's warning that training has not started (python/ray/tune/execution/insufficient_resources_manager.py:
+# `… You asked for 113.0 CPUs and 16.0 GPUs, but the cluster only has 4.0 CPUs and 0 GPUs available. …`, the cluster's
+# ray.cluster_resources()): awslabs/awsome-distributed-ai#386, a Ray cluster whose nodes registered no GPU
+_TRAIN_SHORT = re.compile(r"You asked for (?P<cpu>[\d.]+) CPUs and (?P<gpu>[\d.]+) GPUs(?: per trial)?, but the cluster "
+                          r"only has (?P<have_cpu>[\d.]+) CPUs and (?P<have_gpu>[\d.]+) GPUs available")
 _NUM_FLAG = re.compile(r"--num-(?P<what>cpus|gpus)[= ](?P<n>\d+)")
 _PAIR = re.compile(r"['\"]?(?P<key>[A-Za-z_][\w:.-]*)['\"]?\s*:\s*(?P<val>[\d.]+)")
 _NODE_PAIR = re.compile(r"(?P<avail>[\d.]+)\s*(?P<au>[KMGTP]?i?B)?/(?P<total>[\d.]+)\s*(?P<tu>[KMGTP]?i?B)?\s+(?P<res>[A-Za-z_][\w:.-]*)")
@@ -1026,6 +1038,14 @@ def scan_placement(run: Run) -> PlacementScan:
                             group[k] = group.get(k, 0.0) + v
                     scan.demands.append(Demand(group, "pending", where, line.strip(),
                                                f"vLLM's placement group of {len(bundles)} bundles"))
+                    continue
+            if "You asked for " in line:
+                m = _TRAIN_SHORT.search(line)
+                if m:
+                    scan.demands.append(Demand({"CPU": float(m["cpu"]), "GPU": float(m["gpu"])}, "pending", where,
+                                               line.strip(), "Ray Train's request"))
+                    scan.have("CPU", float(m["have_cpu"]), f"Ray Train's account of the cluster, {where}", override=True)
+                    scan.have("GPU", float(m["have_gpu"]), f"Ray Train's account of the cluster, {where}", override=True)
                     continue
             if " CPUs, " in line:
                 m = _TUNE_USAGE.search(line)

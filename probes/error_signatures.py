@@ -110,6 +110,9 @@ KILL_FAMILY = ("host_oom_killed", "sched_ended", "terminated", "killed")
 CONSEQUENCE_LINE = re.compile(
     r"\bChildFailedError\b|\bfailed \(exitcode: (?!-(?:4|6|7|8|11)\))-?\d+\) local_rank: \d+|\bActorDiedError\b|\bRayActorError\b|\bActorUnavailableError\b|\bWorkerCrashedError\b"
     r"|\bOwnerDiedError\b|\bLocalRayletDiedError\b|\bRayTaskError\b|\bsigkill_handler\].*\bexits with return code = (?!-9\b)-?\d+"
+    # torch.multiprocessing.spawn's report of a child that raised (spawn.py: `ProcessRaisedException:` and `-- Process 0
+    # terminated with the following error:` above the child's own traceback): deepspeedai/DeepSpeed#6005
+    r"|\bProcessRaisedException\b"
     # Ray's words for a worker process that died (ActorDiedError's message, or its owner's death:
     # ray-project/ray gcs_actor_manager.cc, OWNER_DIED; the raylet's report of a task's worker): the
     # job ends on them, but why the process died is said elsewhere
@@ -137,6 +140,10 @@ FATAL_LINE = re.compile(
     # an exception class named otherwise, raised from a package's `errors` / `exceptions` module
     # (`huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach …`, huggingface/kernels#553)
     r"|^(?:[a-z_][\w]*\.)+(?:errors|exceptions)\.[A-Z]\w*: \S"
+    # Triton's kernel that needs more shared memory (or registers) than the GPU has, raised from its autotuner or
+    # compiler (`triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 65538, Hardware
+    # limit: 65536.`): vllm-project/vllm#2513, state-spaces/mamba#387
+    r"|^(?:triton\.[\w.]+\.)?OutOfResources: out of resource: "
     # huggingface_hub's offline refusal, raised from its `utils._http` module in releases before `errors` existed
     # (huggingface/optimum-neuron#535)
     r"|\bOfflineModeIsEnabled: \S"
@@ -232,6 +239,11 @@ FATAL_LINE = re.compile(
     # `subprocess.CalledProcessError` of the setup script that ran them is their consequence (CONSEQUENCE_LINE)
     r"|^\S+?(?::\d+:\d+:|\(\d+\):) (?:fatal )?error: \S"
     r"|^CMake Error(?: at \S+:\d+|:) ?\S"
+    # the compiler driver's own error with no source position (`cc1plus: fatal error: cuda_runtime.h: No such file or
+    # directory` under a torch extension's JIT build: deepspeedai/DeepSpeed#4889, no CUDA toolkit headers) and the
+    # link step's (`collect2: error: ld returned 1 exit status`)
+    r"|^(?:cc1(?:plus)?|(?:[\w.-]+-)?(?:gcc|g\+\+|c\+\+)(?:-\d+)?|clang(?:\+\+)?): (?:fatal )?error: \S"
+    r"|^collect2: error: ld returned \d+ exit status"
     # Slurm refusing the job before it ran (src/sbatch/sbatch.c `Batch job submission failed: %s`; srun's and salloc's
     # `Unable to allocate resources: %s`, `Job submit/allocate failed: %s`): NVIDIA-NeMo/RL#3052, a time limit over the
     # partition's (`Requested time limit is invalid (missing or exceeds some limit)`)
@@ -651,9 +663,11 @@ _PYTEST_PREFIX = re.compile(
 # or an issue title's `[Bug] ` tag: the line is read from the exception on, as for a quoted one (`_typed_by_user`).
 # So are the words of one that fails on it (`POST /wake_up fails with AttributeError: …`,
 # vllm-project/vllm#49237; `… in nemo i get """cannot import name 'L2Norm' from 'megatron.core…'"""`, an import
-# error without its type, NVIDIA-NeMo/Speech#13520), behind at most three quote marks.
+# error without its type, NVIDIA-NeMo/Speech#13520), behind at most three quote marks; and a title's words set off
+# from the exception by a spaced colon (`using vllm0.6.2 with chatglm2-6B : TypeError: ChatGLMTokenizer._pad() got …`,
+# vllm-project/vllm#10761).
 _ERROR_WORD_BEFORE = re.compile(
-    rf"^(?P<prose>.{{0,400}}?(?:\b[Ee]rror\b[^:：\n\"'`]{{0,30}}?[:：]\s*|\[(?:BUG|Bug|bug)\]\s*|"
+    rf"^(?P<prose>.{{0,400}}?(?:\b[Ee]rror\b[^:：\n\"'`]{{0,30}}?[:：]\s*|\[(?:BUG|Bug|bug)\]\s*|\S\s+[:：]\s+|"
     r"\b(?:[Ii] (?:get|got)|fail(?:s|ed)? with|crash(?:es|ed)? with|raise[sd]?|thr(?:ows?|ew))\s*[:：]?\s*[\"'`]{0,3}))"
     rf"(?={_EXCEPTION_AHEAD}|No module named '|cannot import name '\w+' from ')")
 
@@ -780,13 +794,14 @@ def _exception_above(lines: dict[tuple[str, int], LogLine], nos: list[int], path
                      frames: dict[tuple[str, int], tuple[str, ...]], source: str | None = None) -> tuple[str, int] | None:
     """The exception line a user pasted above the traceback that raised it, the traceback cut before its own
     end: the nearest candidate line within `EXCEPTION_ABOVE_LINES` above `start` that reads `Type: message`,
-    when no traceback ends at it already and no prefix says another rank or process printed it (pytorch/pytorch#173679:
-    `[rank19]: torch._inductor.exc.InductorError: …` above `[rank9]: Traceback …`, two ranks' reports)."""
+    when no traceback ends at it already and its prefix does not say another rank or process printed it
+    (pytorch/pytorch#173679: `[rank19]: torch._inductor.exc.InductorError: …` above `[rank9]: Traceback …`, two ranks'
+    reports; dhcode-cpp/X-R1#45: `[rank0]: RuntimeError: …` above the launcher's own traceback, which has no prefix)."""
     i = bisect.bisect_left(nos, start) - 1
     while i >= 0 and start - nos[i] <= EXCEPTION_ABOVE_LINES:
         key = (path, nos[i])
         if TYPED_EXCEPTION.match(lines[key].text.strip()):
-            if source and lines[key].source and lines[key].source != source:
+            if lines[key].source and lines[key].source != source:
                 return None
             return None if key in frames else key
         i -= 1
@@ -1160,7 +1175,7 @@ _CLASS_OWNER: tuple[tuple[re.Pattern[str], str], ...] = (
     # transformers' Trainer (huggingface/transformers#25988: `FullyShardedDataParallelPlugin` without
     # `activation_checkpointing` under accelerate 0.22)
     (re.compile(r"'(?:FullyShardedDataParallelPlugin|DeepSpeedPlugin|MegatronLMPlugin|TorchDynamoPlugin"
-                r"|AcceleratorState|PartialState|GradientState)' object has no attribute"), "accelerate"),
+                r"|Accelerator|AcceleratorState|PartialState|GradientState)' object has no attribute"), "accelerate"),
     (re.compile(r"'DeepSpeed\w*' object has no attribute"), "deepspeed"),
     (re.compile(r"'(?:Peft\w*|Lora\w*)' object has no attribute"), "peft"),
     (re.compile(r"'(?:\w*LLMEngine|EngineCore\w*)' object has no attribute"), "vllm"),

@@ -102,14 +102,24 @@ def _ordinal_note(run: Run, series: Series, at: int) -> str:
     return f" (the printed records carry no step: counted from the first one the log holds{where})"
 
 
+# The HF Trainer's records (printed, in trainer_state.json, pasted, and ms-swift's, which its Trainer logs): the loss
+# they log is filtered, a NaN or Inf step's loss left out of the logged average (transformers TrainingArguments
+# `logging_nan_inf_filter`, True by default), so a finite logged loss does not say the update was finite
+# (huggingface/trl#1199 and hiyouga/LlamaFactory#2078: `'loss': 0.0` beside `'logps/chosen': nan` under fp16)
+NAN_FILTERED_LOSS_KINDS = frozenset({"hf", "hf_log", "hf_paste", "swift"})
+
+
 def _finite_update_at(run: Run, s: Series, steps: tuple[int, ...] | list[int]) -> bool:
     """The loss and grad_norm (those logged in the same records as `s`) are finite at every one of
     `steps`, and at least one was logged there. Records of another kind (slime's rollout records
-    beside its train steps) are numbered otherwise, so they are not compared."""
+    beside its train steps) are numbered otherwise, so they are not compared; the HF Trainer's logged
+    loss, NaN-filtered, is not compared either."""
     seen = False
     for name in UPDATE_SERIES:
         u = run.metrics.get(name)
         if u is None or not len(u) or _kind(u) != _kind(s):
+            continue
+        if name == "loss" and _kind(u) in NAN_FILTERED_LOSS_KINDS:
             continue
         at = np.isin(u.steps, np.asarray(steps))
         if not at.any():

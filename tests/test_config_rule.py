@@ -659,6 +659,31 @@ def test_ray_tunes_status_line_gives_the_clusters_totals(tmp_path, status, outco
             rule("gpu_count", open_run(str(tmp_path)))
 
 
+def test_ray_trains_warning_that_training_has_not_started_is_the_gpu_shortfall(tmp_path, capsys):
+    # awslabs/awsome-distributed-ai#386: Ray Train's insufficient-resources warning, every 60 s
+    line = ("2024-07-23 15:49:42,003\tWARNING insufficient_resources_manager.py:163 -- Ignore this message if the "
+            "cluster is autoscaling. Training has not started in the last 60 seconds. This could be due to the cluster "
+            "not having enough resources available. You asked for 113.0 CPUs and 16.0 GPUs, but the cluster only has "
+            "4.0 CPUs and 0 GPUs available. Stop the training and adjust the required resources\n")
+    (tmp_path / "job.log").write_text(line * 3, encoding="utf-8")
+    from triage.cli import main
+
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"] == "sched.insufficient_gpus"
+    assert "16 GPU > 0 GPU" in json.dumps(report)
+
+
+def test_the_slime_arithmetic_takes_the_clusters_gpus_from_ray_start(tmp_path):
+    # OpenRLHF/OpenRLHF#516: no placement-group wait lines; `ray start --num-gpus=4` gives the cluster's GPUs
+    log = ("ray start --head --node-ip-address 0.0.0.0 --num-cpus=4 --num-gpus=4\n"
+           "(autoscaler +1m) Warning: The following resource request cannot be scheduled right now: {'GPU': 1.0, "
+           "'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors.\n")
+    obs = rule("gpu_count", make_run(tmp_path, "--actor-num-nodes 1 --actor-num-gpus-per-node 1", log=log))
+    assert obs.outcome == "satisfied", obs.summary
+    assert obs.evidence["cluster_gpus"] == 4 and "ray start --num-gpus" in obs.evidence["cluster_gpus_from"]
+
+
 def test_a_ray_status_with_a_gpu_row_keeps_its_count(tmp_path):
     # the same request on a cluster whose block lists its GPUs fits
     log = ("(autoscaler +32s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "

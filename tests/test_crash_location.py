@@ -1324,6 +1324,25 @@ def test_a_framework_checked_out_inside_anothers_folder_names_the_file():
     assert package_of("/root/slime_plugins/models/glm4.py") is None
 
 
+def test_spawns_report_of_a_child_whose_traceback_is_cut_is_not_the_crash(tmp_path):
+    # deepspeedai/DeepSpeed#6005: the parent's empty ProcessRaisedException, the child's traceback cut under it
+    log = ("Traceback (most recent call last):\n"
+           '  File "/test/oss.py", line 322, in <module>\n'
+           "    mp.spawn(\n"
+           '  File "/env/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 190, in join\n'
+           "    raise ProcessRaisedException(msg, error_index, failed_process.pid)\n"
+           "torch.multiprocessing.spawn.ProcessRaisedException:\n\n"
+           "-- Process 0 terminated with the following error:\n"
+           "Traceback (most recent call last):\n"
+           '  File "/env/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 77, in _wrap\n'
+           "    fn(i, *args)\n"
+           '  File "/test/oss.py", line 160, in train\n'
+           "    model = DDP(model, device_ids=device_ids)\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "cut_off", obs.summary
+    assert "oss.py:160" in obs.summary
+
+
 def test_a_cython_bindings_frame_is_its_librarys_and_the_crash_is_placed_above_it(tmp_path):
     # flashinfer-ai/flashinfer#2034: tvm_ffi's Cython dispatch under flashinfer's MoE kernel call
     from triage.formats.tracebacks import package_of

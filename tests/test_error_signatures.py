@@ -415,6 +415,13 @@ FIELD_CASES = [
     ("host_oom_killed", "slurmstepd: error: Job 42664148 exceeded memory limit (10889240 > 4194304), being killed\n"),  # jmonlong/PopSV#7
     ("host_oom_killed", "slurmstepd: error: Exceeded job memory limit\n"),  # SchedMD/slurm slurmstepd; jmonlong/PopSV#7
     ("host_oom_killed", "srun: error: udc-ba26-19: task 0: Out Of Memory\n"),  # SchedMD/slurm srun; pepkit/geofetch#13
+    ("host_oom_killed", "      Reason:       OOMKilled\n"),  # kubectl describe pod
+    # NCCL's bootstrap finding no interface, quoted by a failed init (marin-community/marin#7018)
+    ("network_failure", "invalid usage ... Last NCCL warning(error): 'Bootstrap : no socket interface found'\n"),
+    # runc starting a container whose memory limit is below its init's (kubeflow/trainer#1661)
+    ("host_oom_killed", "Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+                        "runc create failed: unable to start container process: container init was OOM-killed (memory "
+                        "limit too low?): unknown\n"),
     # host.ram_exhausted: a checkpoint's mmap refused (c10 MapAllocator; vllm-project/vllm#759) and Ray 1.x's monitor
     ("host_oom_killed", "RuntimeError: unable to mmap 16933256392 bytes from file </m/model.safetensors>: Cannot allocate "
      "memory (12)\n"),
@@ -457,6 +464,15 @@ FIELD_CASES = [
      "driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx\n"),  # c10/cuda
     ("version_mismatch", "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version\n"),  # cudaErrorInsufficientDriver
     ("version_mismatch", "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"),  # cudaErrorNoKernelImageForDevice
+    # the driver older than the toolkit that compiled the PTX (huggingface/text-generation-inference#1026), a kernel
+    # image the driver cannot load (triton-lang/triton#2971), NVML's code for a driver and library of two versions
+    # (tensorpack/tensorpack#1244)
+    ("version_mismatch", "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.\n"),
+    # the caching allocator's assert on its out-of-memory path (fal-ai/fal#478)
+    ("cuda_oom", 'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":830, '
+                 "please report a bug to PyTorch.\n"),
+    ("version_mismatch", "RuntimeError: Triton Error [CUDA]: device kernel image is invalid\n"),
+    ("version_mismatch", "tensorpack.utils.nvml.NvmlException: NVML_ERROR_LIB_RM_VERSION_MISMATCH\n"),
     # config.batch_size_mismatch
     ("batch_size_mismatch", "(WorkerDict pid=812, ip=10.0.0.5) AssertionError: normalized ppo_mini_batch_size 8 should be divisible "
      "by ppo_micro_batch_size_per_gpu 16\n"),  # verl-project/verl verl/workers/fsdp_workers.py (#833)
@@ -1337,6 +1353,16 @@ def test_a_pod_kubernetes_cannot_place_for_its_gpus_is_short_of_gpus(tmp_path):
     assert examine(tmp_path, event.replace("Insufficient nvidia.com/gpu", "Insufficient cpu")).outcome != "insufficient_gpus"
 
 
+@pytest.mark.parametrize("line", [
+    # kubernetes/kubernetes#19825: exit 137 from a failed liveness probe, the container not OOM-killed
+    "1. container's **State.OOMKilled** is false, and **State.ExitCode** is 137.\n",
+    '            "OOMKilled": false,\n',
+    "OOMKilled: false, ExitCode: 137 (this is not related to OOMKilled)\n",
+])
+def test_the_oom_killed_flag_read_false_is_no_oom_kill(tmp_path, line):
+    assert examine(tmp_path, HEAD + line).outcome != "host_oom_killed"
+
+
 def test_a_step_srun_cancelled_after_a_task_failed_is_that_tasks_failure(tmp_path):
     # facebookresearch/deit#102: srun ends the step after task 5 exits 1; the cancellation has no reason of its own
     log = ("srun: error: learnfair0824: task 5: Exited with exit code 1\n"
@@ -1926,9 +1952,34 @@ def test_a_model_type_the_installed_transformers_does_not_know_is_a_version_mism
     "TypeError: liger_fused_linear_cross_entropy() got an unexpected keyword argument 'return_dict'",
     # flash-attn older than the caller: `softcap` came in flash-attn 2.6
     "TypeError: flash_attn_func() got an unexpected keyword argument 'softcap'",
+    # transformers' Trainer on an accelerate without the keyword (huggingface/transformers#34714, modelscope/ms-swift#4473)
+    "TypeError: Accelerator.__init__() got an unexpected keyword argument 'dispatch_batches'",
+    "TypeError: Accelerator.unwrap_model() got an unexpected keyword argument 'keep_torch_compile'",
+    # a model's remote-code tokenizer under a transformers that passes it a newer keyword (vllm-project/vllm#10761)
+    "TypeError: ChatGLMTokenizer._pad() got an unexpected keyword argument 'padding_side'",
+    # an attribute the installed accelerate's Accelerator lacks (OpenBMB/MiniCPM-V#668: "our accelerate is 0.30.1")
+    "AttributeError: 'Accelerator' object has no attribute 'deepspeed_engine_wrapped'",
 ])
 def test_a_packages_api_named_without_frames_is_a_version_mismatch(tmp_path, line):
     assert examine(tmp_path, HEAD + line + "\n").outcome == "version_mismatch"
+
+
+def test_an_exception_after_a_titles_spaced_colon_is_read(tmp_path):
+    # vllm-project/vllm#10761: the issue's title, the exception after ` : `
+    from triage.sources import open_text_run
+
+    line = "using vllm0.6.2 with chatglm2-6B : TypeError: ChatGLMTokenizer._pad() got an unexpected keyword argument 'padding_side'\n"
+    obs = ErrorSignatures().examine(open_text_run(line))
+    assert obs.outcome == "version_mismatch"
+    assert obs.evidence["line"]["text"].startswith("TypeError: ChatGLMTokenizer._pad()")
+
+
+def test_unsloths_failed_patch_of_trls_trainer_is_a_version_mismatch(tmp_path):
+    # unslothai/unsloth#1698 under trl 0.15.0 ("for now please use TRL < 0.15.0", #1699)
+    log = HEAD + ("SyntaxError: invalid syntax (<string>, line 4)\n\n"
+                  "RuntimeError: Unsloth: Please file a bug report! Error patching SFTTrainer\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch" and "trl<0.15.0" in obs.evidence["remedy"]
 
 
 @pytest.mark.parametrize("line", [
@@ -2006,6 +2057,19 @@ def test_ncclss_proxy_connect_after_a_cuda_failure_passes_the_cuda_failure_on(tm
     assert obs.evidence["line"]["where"].endswith("job.log:1")
     # alone, the proxy's failed connect is the network's
     assert examine(tmp_path, log.split("\n", 1)[1]).outcome == "network_failure"
+
+
+def test_a_ranks_exception_above_the_launchers_own_cut_traceback_keeps_no_frames(tmp_path):
+    # dhcode-cpp/X-R1#45: the rank's error, then torch elastic's agent and its (unprefixed) traceback, cut
+    log = ("[rank0]: RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n"
+           "  0%|          | 0/1500 [00:00<?, ?it/s]\n"
+           "Traceback (most recent call last):\n"
+           '  File "/env/bin/accelerate", line 8, in <module>\n'
+           "    sys.exit(main())\n"
+           '  File "/env/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 138, in __call__\n'
+           "    return launch_agent(self._config, self._entrypoint, list(args))\n")
+    obs = examine(tmp_path, log)
+    assert obs.evidence["line"]["where"].endswith("job.log:1") and obs.evidence["frames"] == []
 
 
 def test_a_stale_handle_in_tritons_cache_is_the_shared_caches_conflict(tmp_path):
@@ -2237,6 +2301,13 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     # srun that could not start the step (verl-project/verl#548), a parquet file that is a Git LFS pointer
     # (policy-gradient/GRPO-Zero#1), a launch failure without the driver's Xid (CSUBioGroup/PGMG#3)
     "srun: error: Unable to create step for job 4242: Requested node configuration is not available\n",
+    # a torch extension's JIT build without the CUDA toolkit's headers (deepspeedai/DeepSpeed#4889), and its link step
+    "cc1plus: fatal error: cuda_runtime.h: No such file or directory\ncompilation terminated.\n",
+    "collect2: error: ld returned 1 exit status\n",
+    # Triton's kernel over the GPU's shared memory, at the end of its traceback (vllm-project/vllm#2513)
+    "Traceback (most recent call last):\n  File \"/env/lib/python3.10/site-packages/triton/runtime/autotuner.py\", line 1"
+    "00, in run\n    return self.fn.run(*args, **kwargs)\ntriton.runtime.autotuner.OutOfResources: out of resource: "
+    "shared memory, Required: 65538, Hardware limit: 65536. Reducing block sizes or `num_stages` may help.\n",
     # slurmstepd that could not run the batch script (ArjunaCluster/ArjunaUsers#46)
     "slurmstepd: error: execve(): /tmp/slurmd/job00089/slurm_script: No such file or directory\n",
     "ArrowInvalid: Parquet magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.\n",

@@ -883,6 +883,17 @@ def test_a_nan_only_in_kl_while_loss_and_grad_norm_are_finite_is_not_training_go
     assert obs.evidence["onset_step"] == 1 and obs.evidence["persistent_from_step"] == 1
 
 
+def test_the_trainers_filtered_loss_does_not_hide_nan_log_probs(tmp_path):
+    # huggingface/trl#1199 (DPO in fp16): `'loss': 0.0` beside `'logps/chosen': nan` and no grad_norm logged; the
+    # Trainer leaves a NaN step's loss out of the logged one (logging_nan_inf_filter), so it says nothing
+    log = ("{'loss': 0.6931, 'learning_rate': 6.7e-06, 'rewards/chosen': 0.0, 'logps/chosen': -103.93, 'epoch': 0.0}\n"
+           "{'loss': 0.0, 'learning_rate': 6.7e-05, 'rewards/chosen': nan, 'logps/chosen': nan, 'epoch': 0.01}\n")
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    obs = examine(NonfiniteOnset(), open_run(str(tmp_path)))
+    assert obs.outcome == "persistent", obs.summary
+    assert obs.evidence["onset_metric"] == "hf_log:logps/chosen" and obs.evidence["onset_step"] == 2
+
+
 def test_a_loss_nan_beside_a_finite_grad_norm_is_not_a_nan_gradient(tmp_path, capsys):
     # huggingface/trl#1447 (KTO): `'loss': nan` from the second record on while grad_norm stays 29-55; the
     # catalog's NaN gradient is read from the grad norm, which was observed finite

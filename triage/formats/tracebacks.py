@@ -152,7 +152,8 @@ _RANK_AT_B = re.compile(rb"\[Rank (\d+)\]")
 _HEAD_RANK = re.compile(r"\[(?:default)?rank(\d+)\]|\bTP(\d+)(?: [A-Z]{2}\d+)*\]")
 
 # Ray exceptions that wrap another process's error or report its death: envelopes, not causes.
-WRAPPERS = ("RayTaskError", "RayActorError", "ActorDiedError", "ChildFailedError")
+# (and torch.multiprocessing.spawn's ProcessRaisedException, the parent's report of a child's traceback printed under it)
+WRAPPERS = ("RayTaskError", "RayActorError", "ActorDiedError", "ChildFailedError", "ProcessRaisedException")
 
 
 @dataclass(frozen=True)
