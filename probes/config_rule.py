@@ -432,9 +432,13 @@ class ConfigRule(Probe):
         if all(set(d.resources) <= {"GPU"} for d in demands):
             # only GPUs wait, and the cluster's GPU count is unknown: nothing for this rule to weigh (vLLM's wait for
             # its engine's group names GPU bundles alone: vllm-project/aibrix#927)
+            # (a bundle pinned to one node by Ray's `node:<address>` resource asks its GPU of that node: vLLM places its
+            # first bundle on the driver's node, vllm-project/vllm#7815, where VLLM_HOST_IP named the node)
+            pinned = " (one bundle is pinned to a node by its `node:<address>` resource)" if any(
+                "'node:" in d.text or '"node:' in d.text for d in demands) else ""
             return self._obs("not_applicable",
-                             "The waiting request asks only GPUs, and the log does not say how many the cluster has "
-                             "(no `ray status` Usage: block).", 0.5, **evidence)
+                             f"The waiting request asks only GPUs{pinned}, and the log does not say how many the "
+                             "cluster has (no `ray status` Usage: block).", 0.5, **evidence)
         evidence["arithmetic"] = "; ".join(f"{d.words()} within the cluster's resources" for d in demands[:3])
         return self._obs("satisfied",
                          "Every waiting request fits the cluster's CPUs, memory and custom resources "

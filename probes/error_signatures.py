@@ -140,6 +140,11 @@ FATAL_LINE = re.compile(
     # an exception class named otherwise, raised from a package's `errors` / `exceptions` module
     # (`huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach …`, huggingface/kernels#553)
     r"|^(?:[a-z_][\w]*\.)+(?:errors|exceptions)\.[A-Z]\w*: \S"
+    # bitsandbytes' CUDA check of its own kernels' calls, printed before any Python error (csrc/ops.cuh
+    # CUDA_CHECK_RETURN: `Error an illegal memory access was encountered at line 74 in file /…/csrc/ops.cu`,
+    # bitsandbytes-foundation/bitsandbytes#553; `Error invalid device ordinal at line 359 in file …pythonInterface.c`,
+    # jllllll/bitsandbytes-windows-webui#7)
+    r"|^Error .+ at line \d+ in file \S+\.(?:cu|c|cpp|cuh)\s*$"
     # Triton's kernel that needs more shared memory (or registers) than the GPU has, raised from its autotuner or
     # compiler (`triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 65538, Hardware
     # limit: 65536.`): vllm-project/vllm#2513, state-spaces/mamba#387
@@ -1175,7 +1180,11 @@ _CLASS_OWNER: tuple[tuple[re.Pattern[str], str], ...] = (
     # transformers' Trainer (huggingface/transformers#25988: `FullyShardedDataParallelPlugin` without
     # `activation_checkpointing` under accelerate 0.22)
     (re.compile(r"'(?:FullyShardedDataParallelPlugin|DeepSpeedPlugin|MegatronLMPlugin|TorchDynamoPlugin"
-                r"|Accelerator|AcceleratorState|PartialState|GradientState)' object has no attribute"), "accelerate"),
+                r"|AcceleratorState|PartialState|GradientState)' object has no attribute"), "accelerate"),
+    # the Accelerator's public attributes, which the Trainer and the frameworks read (OpenBMB/MiniCPM-V#668:
+    # `deepspeed_engine_wrapped` under another accelerate, "our accelerate is 0.30.1"); not its private state, which
+    # only its own code reads (huggingface/accelerate#3867: `_cp_context` never set, a bug of accelerate 1.12.0)
+    (re.compile(r"'Accelerator' object has no attribute '(?!_)"), "accelerate"),
     (re.compile(r"'DeepSpeed\w*' object has no attribute"), "deepspeed"),
     (re.compile(r"'(?:Peft\w*|Lora\w*)' object has no attribute"), "peft"),
     (re.compile(r"'(?:\w*LLMEngine|EngineCore\w*)' object has no attribute"), "vllm"),

@@ -684,6 +684,15 @@ def test_the_slime_arithmetic_takes_the_clusters_gpus_from_ray_start(tmp_path):
     assert obs.evidence["cluster_gpus"] == 4 and "ray start --num-gpus" in obs.evidence["cluster_gpus_from"]
 
 
+def test_a_bundle_pinned_to_a_node_is_not_called_a_gpu_only_request(tmp_path):
+    # vllm-project/vllm#7815: vLLM's first bundle asks `node:<IP>` (the driver's node) with its GPU
+    log = ("(autoscaler +7s) Error: No available node types can fulfill resource request {'node:10.0.0.5': 0.001, "
+           "'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue.\n")
+    obs = rule("placement_resources", make_run(tmp_path, "", log=log))
+    assert obs.outcome == "not_applicable"
+    assert "pinned to a node by its `node:<address>` resource" in obs.summary
+
+
 def test_a_ray_status_with_a_gpu_row_keeps_its_count(tmp_path):
     # the same request on a cluster whose block lists its GPUs fits
     log = ("(autoscaler +32s) Warning: The following resource request cannot be scheduled right now: {'CPU': 1.0, "

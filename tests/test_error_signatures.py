@@ -468,6 +468,21 @@ FIELD_CASES = [
     # image the driver cannot load (triton-lang/triton#2971), NVML's code for a driver and library of two versions
     # (tensorpack/tensorpack#1244)
     ("version_mismatch", "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.\n"),
+    # torch's own cuDNN check (RaleLee/Co-GAT#2) and its dispatcher refusing a package's operator of another release
+    # (kohya-ss/sd-scripts#401)
+    ("version_mismatch", "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 5, 0) but found "
+                         "runtime version (8, 3, 3). PyTorch already comes bundled with cuDNN.\n"),
+    ("version_mismatch", "RuntimeError: xformers::efficient_attention_forward_cutlass() expected at most 8 argument(s) but "
+                         "received 13 argument(s). Declaration: xformers::efficient_attention_forward_cutlass(Tensor "
+                         "query) -> (Tensor, Tensor)\n"),
+    # NCCL's IB async event of a GID table rewritten (NVIDIA/nccl#394), AWS's OFI plugin without a provider
+    # (aws/aws-ofi-nccl#1020), and torch < 2.2's c10d client giving up (pytorch/pytorch#85300)
+    ("network_failure", "node01: host:106:196 [0] transport/net_ib.cc:73 NCCL WARN NET/IB : Got async event : GID table "
+                        "change\n"),
+    ("network_failure", "ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() "
+                        "call failed: No data available\n"),
+    ("network_failure", "[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of "
+                        "(192.168.1.99, 1234).\n"),
     # the caching allocator's assert on its out-of-memory path (fal-ai/fal#478)
     ("cuda_oom", 'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":830, '
                  "please report a bug to PyTorch.\n"),
@@ -1337,6 +1352,14 @@ def test_a_full_dev_shm_is_the_containers_shared_memory_not_the_checkpoints_disk
     assert "/dev/shm" in obs.evidence["explanation"] and "--shm-size" in obs.evidence["remedy"]
 
 
+def test_a_shared_memory_segment_refused_for_its_permissions_is_not_a_full_dev_shm(tmp_path):
+    # NVIDIA/nccl#328: shm_open refused first; the segment's failure after it says nothing of space
+    log = HEAD + ("node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied\n"
+                  "node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment "
+                  "nccl-shm-recv-b7948f403864987a-0-3-0 (size 4460544)\n")
+    assert examine(tmp_path, log).outcome != "disk_full"
+
+
 def test_a_checkpoint_on_a_full_disk_keeps_the_disks_remedy(tmp_path):
     obs = examine(tmp_path, HEAD + "OSError: [Errno 28] No space left on device: '/ckpt/iter_0000100'\n")
     assert obs.outcome == "disk_full" and "remedy" not in obs.evidence
@@ -1984,6 +2007,8 @@ def test_unsloths_failed_patch_of_trls_trainer_is_a_version_mismatch(tmp_path):
 
 @pytest.mark.parametrize("line", [
     "ImportError: cannot import name 'load_rows' from 'mydata'",
+    # the Accelerator's private state, read by its own code only: a bug of one release (huggingface/accelerate#3867)
+    "AttributeError: 'Accelerator' object has no attribute '_cp_context'",
     "TypeError: my_flash_attn_func() got an unexpected keyword argument 'softcap'",
 ])
 def test_a_name_of_the_jobs_own_code_without_frames_is_not_a_version(tmp_path, line):
@@ -2304,6 +2329,8 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     # a torch extension's JIT build without the CUDA toolkit's headers (deepspeedai/DeepSpeed#4889), and its link step
     "cc1plus: fatal error: cuda_runtime.h: No such file or directory\ncompilation terminated.\n",
     "collect2: error: ld returned 1 exit status\n",
+    # bitsandbytes' CUDA check of its kernels (bitsandbytes-foundation/bitsandbytes#553)
+    "Error an illegal memory access was encountered at line 74 in file /mmfs1/bitsandbytes/csrc/ops.cu\n",
     # Triton's kernel over the GPU's shared memory, at the end of its traceback (vllm-project/vllm#2513)
     "Traceback (most recent call last):\n  File \"/env/lib/python3.10/site-packages/triton/runtime/autotuner.py\", line 1"
     "00, in run\n    return self.fn.run(*args, **kwargs)\ntriton.runtime.autotuner.OutOfResources: out of resource: "

@@ -168,6 +168,10 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # Kubernetes' scheduler leaving a pod Pending on nodes without the GPUs it asks (the FailedScheduling event:
     # `0/4 nodes are available: 4 Insufficient nvidia.com/gpu.`, kubernetes/kubernetes noderesources/fit.go)
     "Insufficient nvidia.com/gpu",
+    # torch's c10d store client giving up on its rendezvous address, logged by torch < 2.2 without an exception type
+    # (`[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of (192.168.1.99,
+    # 1234).`, pytorch/pytorch#85300; hiyouga/LlamaFactory#3715)
+    "client socket has failed to connect to any",
 )
 
 # Error words, matched against a line's message. Broad on purpose: a probe decides
