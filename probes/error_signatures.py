@@ -311,6 +311,15 @@ FATAL_LINE = re.compile(
     # ecmwf/WeatherGenerator#1572 (`tasks 1,3: Aborted`); the task's own error decides where the log has it
     r"|^srun: error: \S+: tasks? [\d,\-]+: (?:Exited with exit code [1-9]|Aborted|Segmentation fault|Bus error"
     r"|Illegal instruction|Floating point exception)"
+    # pyxis (Slurm's container plugin) failing to import or start the job's container image (`slurmstepd: error: pyxis:
+    # failed to import docker image`, NVIDIA/pyxis#127: a squashfs path without `/` or `./` taken for a registry's image)
+    r"|^slurmstepd: error: pyxis: (?!\s)"
+    # Docker refusing the container (`docker: Error response from daemon: could not select device driver "" with
+    # capabilities: [[gpu]].`, the NVIDIA container toolkit not installed: OpenBMB/XAgent#273) and the NVIDIA container
+    # CLI failing to set the GPUs up in it (`nvidia-container-cli: initialization error: nvml error: driver not loaded`,
+    # dstackai/dstack#1080; `mount error: …`, dstackai/dstack#1855)
+    r"|^docker: Error response from daemon: \S"
+    r"|\bnvidia-container-cli: (?:initialization|mount|detection|ldcache) error: \S"
     # slurmstepd unable to run the batch script or a task's program (src/slurmd/slurmstepd/exec_wait.c / mgr.c: `slurmstepd:
     # error: execve(): /tmp/slurmd/job00089/slurm_script: No such file or directory`): nothing of the job ran
     # (ArjunaCluster/ArjunaUsers#46, the nodes' spool directory)

@@ -2329,6 +2329,11 @@ def test_a_version_error_is_read_under_its_wrapper_and_without_its_type(tmp_path
     # a torch extension's JIT build without the CUDA toolkit's headers (deepspeedai/DeepSpeed#4889), and its link step
     "cc1plus: fatal error: cuda_runtime.h: No such file or directory\ncompilation terminated.\n",
     "collect2: error: ld returned 1 exit status\n",
+    # a container that never started: Docker without the NVIDIA toolkit (OpenBMB/XAgent#273), the NVIDIA container CLI
+    # without a loaded driver (dstackai/dstack#1080), pyxis failing to import the image (NVIDIA/pyxis#127)
+    'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].\n',
+    "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown\n",
+    "slurmstepd: error: pyxis: failed to import docker image\n",
     # bitsandbytes' CUDA check of its kernels (bitsandbytes-foundation/bitsandbytes#553)
     "Error an illegal memory access was encountered at line 74 in file /mmfs1/bitsandbytes/csrc/ops.cu\n",
     # Triton's kernel over the GPU's shared memory, at the end of its traceback (vllm-project/vllm#2513)

@@ -600,6 +600,17 @@ def test_a_ci_runners_zoned_timestamp_is_a_carrier_and_a_loggers_own_is_not():
     assert (line.text, line.timestamp) == ("Connection lost", "2026-08-21 19:42:40")
 
 
+def test_a_compose_services_container_name_is_a_carrier():
+    # matatonic/openedai-images-flux#7: a service with `container_name` prints it without a replica number
+    from triage.formats.slime_log import split_line
+
+    assert split_line("openedai-images-flux  | RuntimeError: No CUDA GPUs are available").text == \
+        "RuntimeError: No CUDA GPUs are available"
+    assert split_line("outlines-server-1  | INFO: started").text == "INFO: started"
+    # a word and a bar in a message is the message's own
+    assert split_line("loss | 0.25 | step 3").text == "loss | 0.25 | step 3"
+
+
 def test_pdshs_host_prefix_is_a_carrier():
     from triage.formats.slime_log import split_line
 

@@ -335,8 +335,10 @@ _PLAIN_TIMESTAMP = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
 # a log viewer's time in full-width lenticular brackets before each line it exported, Ray's prefix after it
 # (`【2024-12-13 15:37:21】(VLLMPolicyInference pid=13628, ip=…) AttributeError: …`, alibaba/ChatLearn#179)
 _LENTICULAR_TIMESTAMP = re.compile(r"【\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?】 ?")
-# Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1)
-_COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*[-_]\d+\s+\| ")
+# Docker Compose's prefix of a service's lines: `<service>-<n>  | ` (v2), `<project>_<service>_<n>  | ` (v1), and a
+# service's `container_name` without a number, padded to the widest name (`openedai-images-flux  | `,
+# matatonic/openedai-images-flux#7)
+_COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*(?:[-_]\d+\s+|\s{2,})\| ")
 # Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
 # task number to lines of stdout/err": `0: `, right-aligned when there are ten tasks or more;
 # sgl-project/sglang#4096) and Open MPI's `mpirun --tag-output` (`[1,0]<stdout>:`).
