@@ -1130,6 +1130,13 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
         if outcome in ("killed", "terminated"):
             out["confirm"] = ("look for the kernel's `Out of memory: Killed process` in `dmesg -T` on the node, and for the "
                               "scheduler's record of the job (`sacct -j JOB -o State,ExitCode,MaxRSS`, `kubectl describe pod`)")
+        if outcome == "sched_ended" and _TIME_LIMIT.search(first) and (done := _finished_before(matches[0].line)):
+            out["training_finished"] = done
+            out["remedy"] = (f"The training had finished before the time limit ({done['where']}: `{done['text']}`): "
+                             "the job hung at its exit until the scheduler ended it, and more time would not help. Find "
+                             "what its processes waited on after the last step (`py-spy dump --pid` on a rank; a profiler "
+                             "still writing, a process group never destroyed, a logger or data-loader worker never "
+                             "joined); the last checkpoint is the result.")
     elif outcome == "version_mismatch":
         texts = [first, *matches[0].frames]
         out["packages"] = sorted({m.group(1).replace("/", ".") for t in texts for m in _PACKAGE.finditer(t)}
@@ -1155,6 +1162,37 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
 
 
 _XID = re.compile(r"\bXid \([^)]*\):\s*(\d+)|\bXid (\d+)\b")
+_TIME_LIMIT = re.compile(r"\bDUE TO TIME LIMIT\b|\bwalltime \d+ exceeded limit\b")
+# A trainer's own words that its training loop ended: Megatron's `print_datetime('after training is done')`
+# (megatron/training/training.py), the HF Trainer's `Training completed. Do not forget to share your model on
+# huggingface.co/models =)` (transformers trainer.py, _inner_training_loop), verl's `Final validation metrics:`
+# (verl/trainer/ppo/ray_trainer.py, fit at its last step). Before a time limit they say the job hung at its exit
+# (NVIDIA-NeMo/Megatron-Bridge#1656: "After training completes successfully, the job does not terminate cleanly and
+# hangs until there is a slurm timeout").
+_TRAINING_FINISHED = re.compile(r"\[after training is done\]|Training completed\. Do not forget to share your model"
+                                r"|Final validation metrics: ")
+FINISHED_TAIL_BYTES = 4 << 20  # how far before the end of a log its trainer's last words are looked for
+
+
+def _finished_before(line: LogLine) -> dict[str, str] | None:
+    """The trainer's words that training ended, on a line above `line`, in the last FINISHED_TAIL_BYTES of its log."""
+    try:
+        with safe_io.open_regular(Path(line.path)) as fh:
+            size = fh.seek(0, 2)
+            start = max(0, size - FINISHED_TAIL_BYTES)
+            fh.seek(start)
+            tail = fh.read(FINISHED_TAIL_BYTES).decode("utf-8", "replace")
+    except (OSError, TriageError):
+        return None
+    lines = tail.splitlines()[1 if start else 0:]  # (a tail read from inside the log starts mid-line)
+    at = next((k for k in range(len(lines) - 1, -1, -1) if line.text and line.text in lines[k]), None)
+    if at is None:
+        return None
+    for k in range(at - 1, -1, -1):
+        if _TRAINING_FINISHED.search(lines[k]):
+            where = f"{Path(line.path).name}:{k + 1}" if not start else f"{at - k} lines above it"
+            return {"where": where, "text": split_line(lines[k]).text.strip()[:200]}
+    return None
 _DISK_PATH = re.compile(r"(?:device|exceeded)[:,]?\s*'([^']+)'")
 _PEER = re.compile(r"(?:Connect to|peer \[?|host )\s*([\w.:-]+(?:<\d+>)?)")
 def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:

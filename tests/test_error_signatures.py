@@ -1397,6 +1397,24 @@ def test_a_step_srun_cancelled_after_a_task_failed_is_that_tasks_failure(tmp_pat
     assert obs.evidence["line"]["where"].endswith("job.log:1")
 
 
+def test_a_time_limit_after_the_training_finished_is_a_hang_at_exit(tmp_path):
+    # NVIDIA-NeMo/Megatron-Bridge#1656: Megatron's last words, then the job hung until Slurm's limit
+    log = ("[after training is done] datetime: 2025-12-03 14:45:03\n"
+           "slurmstepd: error: *** STEP 4226796.2 ON eos0117 CANCELLED AT 2025-12-03T14:53:02 DUE TO TIME LIMIT ***\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "sched_ended"
+    assert obs.evidence["training_finished"] == {"where": "job.log:1",
+                                                 "text": "[after training is done] datetime: 2025-12-03 14:45:03"}
+    assert "hung at its exit" in obs.evidence["remedy"]
+    # in a log longer than the tail read, the words are placed from the cancellation
+    big = "x" * 200 + "\n"
+    obs = examine(tmp_path, big * 30_000 + log.replace("\n", "\n" + "waiting\n" * 3, 1))
+    assert obs.evidence["training_finished"]["where"] == "4 lines above it"
+    # the limit in the middle of training keeps the scheduler's remedy
+    obs = examine(tmp_path, log.split("\n", 1)[1])
+    assert obs.outcome == "sched_ended" and "training_finished" not in obs.evidence and "remedy" not in obs.evidence
+
+
 def test_a_cancellation_with_no_failed_task_before_it_is_the_schedulers(tmp_path):
     log = HEAD + "slurmstepd: error: *** JOB 43575862 ON learnfair0824 CANCELLED AT 2021-07-14T08:00:36 ***\n"
     assert examine(tmp_path, log).outcome == "sched_ended"
