@@ -105,6 +105,12 @@ SIGNATURE_OUTCOMES = tuple(o for o in OUTCOMES[:-2] if o not in DERIVED_OUTCOMES
 # SIGKILL (which alone says nothing about why).
 KILL_FAMILY = ("host_oom_killed", "sched_ended", "terminated", "killed")
 
+# srun's report of a task that ended badly (SchedMD/slurm src/srun/step_launch.c: `srun: error: learnfair0824: task 5:
+# Exited with exit code 1`, or the signal's name, `tasks 1,3: Aborted`), after which it ends the step: a crash of that
+# task, whose own error decides where the log has it (facebookresearch/deit#102, ecmwf/WeatherGenerator#1572)
+SRUN_TASK_FAILED = (r"^srun: error: \S+: tasks? [\d,\-]+: (?:Exited with exit code [1-9]|Aborted|Segmentation fault"
+                    r"|Bus error|Illegal instruction|Floating point exception)")
+
 # Errors that report another process's death rather than a cause of their own: the
 # launcher's summary (torchrun's ChildFailedError) and Ray's actor-death wrappers.
 CONSEQUENCE_LINE = re.compile(
@@ -120,10 +126,8 @@ CONSEQUENCE_LINE = re.compile(
     r"|A worker died or was killed while executing a task by an unexpected system error"
     # a child command's exit reported by the Python that ran it (a build's compiler or CMake: NVIDIA/TransformerEngine#954)
     r"|\bCalledProcessError: Command '.*' returned non-zero exit status \d+"
-    # srun's report of a task that ended badly (SchedMD/slurm src/srun/step_launch.c `%s: task %s: Exited with exit code
-    # %d`, or the signal's name): the task's own error, where the log has it, is its own line (SRUN_TASK_FAILED)
-    r"|^srun: error: \S+: tasks? [\d,\-]+: (?:Exited with exit code [1-9]|Aborted|Segmentation fault|Bus error"
-    r"|Illegal instruction|Floating point exception)"
+    # srun's report of a task that ended badly: the task's own error, where the log has it, is its own line
+    r"|" + SRUN_TASK_FAILED
 )
 
 # How far back (lines, same file) a signature's context may be found when the
@@ -306,11 +310,8 @@ FATAL_LINE = re.compile(
     # srun failing to start a job step (SchedMD/slurm src/srun: `srun: error: Unable to create step for job N: Requested
     # node configuration is not available`, verl-project/verl#548): nothing of the job ran there
     r"|^srun: error: Unable to create step for job\b"
-    # srun's report of a task that failed, after which it ends the step (`srun: error: learnfair0824: task 5: Exited with
-    # exit code 1`, then `Terminating StepId=…` and slurmstepd's `*** STEP … CANCELLED AT … ***`): facebookresearch/deit#102,
-    # ecmwf/WeatherGenerator#1572 (`tasks 1,3: Aborted`); the task's own error decides where the log has it
-    r"|^srun: error: \S+: tasks? [\d,\-]+: (?:Exited with exit code [1-9]|Aborted|Segmentation fault|Bus error"
-    r"|Illegal instruction|Floating point exception)"
+    # srun's report of a task that failed, before `Terminating StepId=…` and slurmstepd's `*** STEP … CANCELLED AT … ***`
+    r"|" + SRUN_TASK_FAILED +
     # pyxis (Slurm's container plugin) failing to import or start the job's container image (`slurmstepd: error: pyxis:
     # failed to import docker image`, NVIDIA/pyxis#127: a squashfs path without `/` or `./` taken for a registry's image)
     r"|^slurmstepd: error: pyxis: (?!\s)"
