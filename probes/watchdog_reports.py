@@ -219,7 +219,6 @@ class WatchdogReports(Probe):
             )
         return None
 
-
     def _truncated_message(self, lines: list[LogLine]) -> Observation | None:
         """NCCL's network transport receiving more than this rank's operation posted: the peer's collective differs."""
         for line in lines:

@@ -1349,6 +1349,7 @@ def test_a_cython_bindings_frame_is_its_librarys_and_the_crash_is_placed_above_i
 
     assert package_of("python/tvm_ffi/cython/function.pxi") == "tvm_ffi"
     assert package_of("grpc/_cython/_cygrpc/aio/call.pyx.pxi") == "grpc"
+    assert package_of("/home/u/build/ext/fast.pyx") == "a compiled extension"  # a machine's folders name no package
     log = ("Traceback (most recent call last):\n"
            '  File "/w/.venv/lib/python3.12/site-packages/flashinfer/fused_moe/core.py", line 1570, in trtllm_moe_op\n'
            "    moe_op.trtllm_moe(\n"

@@ -291,6 +291,8 @@ def package_of(frame_file: str) -> str | None:
     if _STDLIB.search(frame_file):
         return "python"
     if _CYTHON_FILE.search(frame_file):
+        if frame_file.startswith(("/", "\\")) or frame_file[1:3] in (":\\", ":/"):
+            return "a compiled extension"  # (an absolute build path names the machine's folders, not the package)
         dirs = re.split(r"[/\\]", frame_file)[:-1]
         return next((d for d in dirs if d not in _SOURCE_TREE_DIRS), "a compiled extension")
     return None
