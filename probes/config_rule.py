@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -951,6 +952,11 @@ class PlacementScan:
             self.capacity[res] = total
             self.capacity_from[res] = where
 
+    def have_cluster(self, cpus: str, gpus: str, where: str) -> None:
+        """The cluster's CPU and GPU totals as one line of Ray's own gives them (they replace earlier ones)."""
+        self.have("CPU", float(cpus), where, override=True)
+        self.have("GPU", float(gpus), where, override=True)
+
 
 def _amount(res: str, value: float) -> str:
     if res == "memory":
@@ -982,8 +988,20 @@ def _usage_totals(scan: PlacementScan, usage: dict[str, tuple[float, str]]) -> N
         scan.have("GPU", 0.0, f"ray status, {usage['CPU'][1]} (its Usage: block has no GPU row)", override=True)
 
 
+# one scan a run: the symptom's question and three of the config rules ask it, each reading the logs' heads
+_PLACEMENT_SCANS: weakref.WeakKeyDictionary[Run, PlacementScan] = weakref.WeakKeyDictionary()
+
+
 def scan_placement(run: Run) -> PlacementScan:
-    """Waiting resource requests and the cluster's resources, from the logs' heads, the manifest and slime's waits."""
+    """Waiting resource requests and the cluster's resources, from the logs' heads, the manifest and slime's waits
+    (read once a run; the callers only read it)."""
+    scan = _PLACEMENT_SCANS.get(run)
+    if scan is None:
+        scan = _PLACEMENT_SCANS[run] = _scan_placement(run)
+    return scan
+
+
+def _scan_placement(run: Run) -> PlacementScan:
     from triage.versions import head_lines
 
     scan = PlacementScan()
@@ -1048,14 +1066,12 @@ def scan_placement(run: Run) -> PlacementScan:
                 if m:
                     scan.demands.append(Demand({"CPU": float(m["cpu"]), "GPU": float(m["gpu"])}, "pending", where,
                                                line.strip(), "Ray Train's request"))
-                    scan.have("CPU", float(m["have_cpu"]), f"Ray Train's account of the cluster, {where}", override=True)
-                    scan.have("GPU", float(m["have_gpu"]), f"Ray Train's account of the cluster, {where}", override=True)
+                    scan.have_cluster(m["have_cpu"], m["have_gpu"], f"Ray Train's account of the cluster, {where}")
                     continue
             if " CPUs, " in line:
                 m = _TUNE_USAGE.search(line)
                 if m:
-                    scan.have("CPU", float(m["cpu"]), f"Ray Tune's status, {where}", override=True)
-                    scan.have("GPU", float(m["gpu"]), f"Ray Tune's status, {where}", override=True)
+                    scan.have_cluster(m["cpu"], m["gpu"], f"Ray Tune's status, {where}")
                     continue
             if "ray start" in line:
                 m = _RAY_START.search(line)

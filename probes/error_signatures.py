@@ -1163,6 +1163,9 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
 
 
 _XID = re.compile(r"\bXid \([^)]*\):\s*(\d+)|\bXid (\d+)\b")
+_DISK_PATH = re.compile(r"(?:device|exceeded)[:,]?\s*'([^']+)'")
+_PEER = re.compile(r"(?:Connect to|peer \[?|host )\s*([\w.:-]+(?:<\d+>)?)")
+
 _TIME_LIMIT = re.compile(r"\bDUE TO TIME LIMIT\b|\bwalltime \d+ exceeded limit\b")
 # A trainer's own words that its training loop ended: Megatron's `print_datetime('after training is done')`
 # (megatron/training/training.py), the HF Trainer's `Training completed. Do not forget to share your model on
@@ -1194,8 +1197,8 @@ def _finished_before(line: LogLine) -> dict[str, str] | None:
             where = f"{Path(line.path).name}:{k + 1}" if not start else f"{at - k} lines above it"
             return {"where": where, "text": split_line(lines[k]).text.strip()[:200]}
     return None
-_DISK_PATH = re.compile(r"(?:device|exceeded)[:,]?\s*'([^']+)'")
-_PEER = re.compile(r"(?:Connect to|peer \[?|host )\s*([\w.:-]+(?:<\d+>)?)")
+
+
 def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:
     """The innermost frame is in a known package and an outer frame in another one, or the object the
     error names is of a class another known package defines (`text`: the exception line)."""
