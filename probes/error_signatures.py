@@ -111,6 +111,14 @@ KILL_FAMILY = ("host_oom_killed", "sched_ended", "terminated", "killed")
 SRUN_TASK_FAILED = (r"^srun: error: \S+: tasks? [\d,\-]+: (?:Exited with exit code [1-9]|Aborted|Segmentation fault"
                     r"|Bus error|Illegal instruction|Floating point exception)")
 
+# A line in Python's warnings format (warnings.formatwarning: `{file}:{lineno}: {category}: {message}`, the category
+# named like a warning): the program printed it and went on, so where the log holds another error it is not where
+# the job stopped, whatever error it quotes (modelopt's `import_utils.py:32: UserWarning: Failed to import diffusers plugin due to: ImportError('peft>=0.17.0
+# is required …')` in elena-lyulina/Megatron-LM-Attention-Benchmark's logs, one of a run that then hit its time limit)
+PY_WARNING_LINE = re.compile(r"\.pyx?:\d+: (?:[A-Za-z_]\w*\.)*[A-Z]\w*Warning: ")
+# ... and one that says so itself (modelopt's `You may ignore this warning if you do not need this plugin.`)
+IGNORABLE_WARNING = re.compile(r"\bmay (?:safely )?ignore this warning|\bcan (?:safely )?be ignored|\bsafe to ignore\b", re.I)
+
 # Errors that report another process's death rather than a cause of their own: the
 # launcher's summary (torchrun's ChildFailedError) and Ray's actor-death wrappers.
 CONSEQUENCE_LINE = re.compile(
@@ -900,7 +908,26 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
             result.fatal_lines.append((line, order(line), frames.get(key, ())))
     if pending:
         result = _with_remote_frames(log, sigs, result, pending, order)
-    return _states_gone_past(log, _local_faults_only(_headers_give_way(result)))
+    return _states_gone_past(log, _local_faults_only(_headers_give_way(_warnings_go_on(result))))
+
+
+def _warnings_go_on(result: ErrorScan) -> ErrorScan:
+    """A Python warning (`PY_WARNING_LINE`) is printed by a program that goes on: it gives way to any error of the log
+    that is not one, and one that says it may be ignored is never the error. A warning alone still tells what the
+    program went on without (torch's `UserWarning: CUDA initialization: The NVIDIA driver on your system is too old`,
+    IEIT-Yuan/Yuan-2.0#65)."""
+    def warning(line: LogLine) -> bool:
+        return PY_WARNING_LINE.search(line.text) is not None
+
+    if not any(warning(m.line) for m in result.matches) and not any(warning(f[0]) for f in result.fatal_lines):
+        return result
+    others = any(not warning(m.line) for m in result.matches) or any(not warning(f[0]) for f in result.fatal_lines)
+
+    def gone(line: LogLine) -> bool:
+        return warning(line) and (others or IGNORABLE_WARNING.search(line.text) is not None)
+
+    return ErrorScan(matches=[m for m in result.matches if not gone(m.line)],
+                     fatal_lines=[f for f in result.fatal_lines if not gone(f[0])])
 
 
 # Log lines that show the job moving on (besides `Finish rollout: …` samples).
@@ -916,12 +943,19 @@ def progress_lines(log: LogIndex) -> dict[str, list[int]]:
     return out
 
 
+# What fails on a volume over Ray's threshold: the runtime env set up in the session directory, an object that must
+# spill, a write (ray-project/ray file_system_monitor.cc: "Object creation will fail if spilling is required")
+STATE_CONSEQUENCE = re.compile(r"RuntimeEnvSetupError|Failed to (?:set up|create) runtime env|OutOfDiskError|"
+                               r"ObjectStoreFullError|[Ss]pill|No space left|\[Errno 28\]|Disk quota")
+
+
 def _states_gone_past(log: LogIndex, result: ErrorScan) -> ErrorScan:
     """A monitor's report of a state (`Signature.state`) the log went on past is not what stopped the job: Ray's
     disk monitor warns every 10 s over its 95% threshold while the job trains on (verl-project/verl#5474: 136 GB
     free, the trainer starting after it). The log went on past it when it records progress after the last report
     (as many progress lines as tell an error the job survived, `symptom.survived_after`), or when it goes on with
-    no error after the first. Where the log ends at the monitor's last report (OpenRLHF/OpenRLHF#638) or an error
+    no error after the first, or with errors of its own that are not what a full volume fails
+    (`STATE_CONSEQUENCE`). Where the log ends at the monitor's last report (OpenRLHF/OpenRLHF#638) or such an error
     follows it with no progress between (a runtime env that could not be set up), it stands."""
     states = [m for m in result.matches if m.signature.state]
     if not states:
@@ -939,10 +973,12 @@ def _states_gone_past(log: LogIndex, result: ErrorScan) -> ErrorScan:
             gone_past.add(path)
             continue
         first = min(mine)
-        errors_after = any(m.line.path == path and m.line.line_no > first and not m.signature.state
-                           for m in result.matches) \
-            or any(line.path == path and line.line_no > first for line, _order, _frames in result.fatal_lines)
-        if not errors_after:
+        after = [m.line.text for m in result.matches
+                 if m.line.path == path and m.line.line_no > first and not m.signature.state] \
+            + [line.text for line, _order, _frames in result.fatal_lines if line.path == path and line.line_no > first]
+        # an error after it that is not the disk's (a worker that never registered, verl's `failed to get
+        # register_center_actor` in zhiyuanhubj/logic-rl-formula's log with 88 GB free) is the job's own
+        if not after or not any(STATE_CONSEQUENCE.search(text) for text in after):
             gone_past.add(path)
     if not gone_past:
         return result
@@ -1452,6 +1488,17 @@ def with_packing_budget(run: Run, result: ErrorScan) -> ErrorScan:
     )
 
 
+# a signature whose words say more than its outcome's sentence (an interrupt is a signal from outside, not SIGTERM)
+_SIGNATURE_SUMMARY = {
+    "keyboard_interrupt": "the job was interrupted (KeyboardInterrupt, SIGINT), and nothing in the log says it failed "
+                          "on its own",
+}
+
+
+def _summary(sig: Signature) -> str:
+    return _SIGNATURE_SUMMARY.get(sig.id) or _SUMMARY[sig.outcome]
+
+
 class ErrorSignatures(Probe):
     """The error that stopped the job, classified by the guides' error messages (root before cascade)."""
 
@@ -1530,7 +1577,7 @@ class ErrorSignatures(Probe):
             cascade_note = " (no other error the guides list explains it)"
         confidence = 0.9 if sig.role == "root" else 0.6
         summary = (
-            f"{_SUMMARY[sig.outcome][0].upper()}{_SUMMARY[sig.outcome][1:]}: "
+            f"{_summary(sig)[0].upper()}{_summary(sig)[1:]}: "
             f"`{short(chosen.line.text)}` at {chosen.line.where()}{_who(chosen.line)}{cascade_note}."
         )
         details = _details(run, sig.outcome, same)

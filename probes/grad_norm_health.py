@@ -20,6 +20,8 @@ Zeros are left out (the zero-advantage skip logs 0.0); NaN / Inf are the
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -136,7 +138,9 @@ def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | 
         a.status, a.spikes, a.onset_step = "spikes", spikes, spikes[0].step
         top = max(spikes, key=lambda s: s.value)
         a.reason = (f"{len(spikes)} grad_norm spike{'s' if len(spikes) > 1 else ''} over a median of {med:.3g}; "
-                    f"the largest {top.value:.3g} at step {top.step} ({top.ratio:.1f}x the running level)")
+                    f"the largest {top.value:.3g} at step {top.step}"
+                    + (f" ({top.ratio:.1f}x the running level)" if math.isfinite(top.ratio) else
+                       f" (above the guide's absolute bar of {p.spike_abs:g})"))
         return a
     a.reason = f"grad_norm stays at a median of {med:.3g} (max {float(v.max()):.3g}) with no spike or upward shift"
     return a

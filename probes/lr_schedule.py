@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import evidence_number, head, tail, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
-from triage.metrics import flag_arg, number_arg
+from triage.metrics import Series, flag_arg, number_arg
 from triage.probe import Cost, Probe
 from triage.health import CheckResult, unavailable
 from triage.run.run import NEEDS_HELP
@@ -103,6 +103,59 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])
 
 
+# metrics only a reinforcement-learning run logs: the guides' typical LRs are for RL post-training
+RL_METRICS = ("reward", "raw_reward", "reward_std", "kl", "ppo_kl", "kl_loss", "pg_loss", "rollout_log_probs",
+              "advantages", "frac_reward_zero_std", "clip_ratio")
+
+
+def rl_run(run: Run) -> bool:
+    """The run logs what only RL post-training logs (a reward, a KL, a policy-gradient loss)."""
+    return any(run.metrics.get(name) is not None for name in RL_METRICS)
+
+
+def recovery(run: Run, onset: int, growth_ratio: float) -> str:
+    """How the run came back after an instability at `onset`, or "" where it did not (or cannot be told).
+
+    Divergence is later steps that stay degraded (the Relax guide: "the first step produces normal
+    responses but later steps degrade"); a loss that "jumps by 2-10x then (possibly) recovers"
+    (the axolotl guide) or a grad-norm spike followed by the run's own level is an episode, not the LR.
+    Recovered: nothing non-finite, a reward (where one is logged) that does not end below where it
+    began, and the last records (the final fifth, at
+    least 3) back within `growth_ratio` x the grad-norm level before the onset, or, without a grad
+    norm, an SFT-style loss at or below its level before the onset.
+    """
+    if nonfinite_by_series(run):
+        return ""
+    reward = run.metrics.get("reward")
+    if reward is not None and len(reward.finite()) >= 2:
+        r = reward.finite().values.astype(np.float64)
+        if float(np.median(tail(r, minimum=1))) < float(np.median(head(r, minimum=1))):
+            return ""  # the reward ends below where it began: the later steps degraded
+    def before_after(s: Series | None, positive: bool) -> tuple[float, float] | None:
+        if s is None:
+            return None
+        ok = np.isfinite(s.values) & ((s.values > 0) if positive else True)
+        v, st = s.values[ok].astype(np.float64), s.steps[ok]
+        pre, post = v[st < onset], v[st > onset]
+        if pre.size < 1 or post.size < 3:
+            return None
+        return float(np.median(pre)), float(np.median(post[-max(3, post.size // 5):]))
+
+    g = before_after(run.metrics.get("grad_norm"), positive=True)
+    if g is not None:
+        pre, final = g
+        if final <= growth_ratio * pre:
+            return f"grad_norm ends at a median of {final:.3g}, against {pre:.3g} before step {onset}"
+        return ""
+    loss = run.metrics.get("loss")
+    if loss is None or loss_spikes(loss) is None:  # not a loss with a level (policy-gradient losses sit near 0)
+        return ""
+    lo = before_after(loss, positive=False)
+    if lo is not None and lo[1] <= lo[0]:
+        return f"the loss ends at a median of {lo[1]:.3g}, below its {lo[0]:.3g} before step {onset}"
+    return ""
+
+
 def is_lora(run: Run) -> bool:
     rank = number_arg(run, "lora_rank", "lora_r")
     return bool((rank is not None and rank > 0) or flag_arg(run, "use_lora", "lora", "use_peft"))
@@ -143,13 +196,25 @@ class LrSchedule(Probe):
         lora = is_lora(run)
         high = p.high_lr_lora if lora else p.high_lr
         low = p.low_lr_lora if lora else p.low_lr
-        ev["typical"] = {"kind": "lora" if lora else "full", "high": high, "low": low}
+        # the typical LRs are the RL guides' (and TRL's GRPO default): an SFT or pre-training run has others
+        rl = rl_run(run)
+        ev["typical"] = {"kind": "lora" if lora else "full", "high": high, "low": low, "rl_run": rl}
 
         onset, what = self._instability(run, ev)
         if onset is not None:
             first_step = self._first_step(run)
             good = self._records_before(run, onset)
             ev["instability"] = {"onset_step": onset, "signal": what, "good_records_before": good}
+            came_back = recovery(run, onset, p.growth_ratio) if good >= p.min_good_records else ""
+            if came_back:
+                ev["instability"]["recovered"] = came_back
+                return self.observe(
+                    "plausible",
+                    f"The instability at step {onset} ({what}) did not last: {came_back}. The run did not "
+                    "diverge, so the learning rate does not explain it.",
+                    0.6,
+                    **ev,
+                )
             if good >= p.min_good_records:
                 reasons = []
                 if peak_step is not None and warmup:
@@ -162,7 +227,7 @@ class LrSchedule(Probe):
                     ev["grad_norm_lr_spearman"] = evidence_number(rho)
                     if rho >= p.track_correlation:
                         reasons.append(f"grad_norm tracks the LR schedule (Spearman {rho:.2f})")
-                if peak > high:
+                if rl and peak > high:
                     reasons.append(f"the peak LR {peak:.3g} is above the {high:.0e} typical for "
                                    f"{'LoRA' if lora else 'full-parameter'} RL fine-tuning")
                 if reasons:
@@ -176,7 +241,7 @@ class LrSchedule(Probe):
                         0.75 if len(reasons) > 1 else 0.65,
                         **ev,
                     )
-        if peak < low:
+        if rl and peak < low:
             plateau = self._plateau(run, ev)
             if plateau:
                 return self.observe(

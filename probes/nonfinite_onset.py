@@ -211,6 +211,15 @@ def finite_gradients_at(run: Run, found: list[tuple[Series, NonFinite]]) -> Seri
     return None
 
 
+def _no_update_after(run: Run, step: int) -> int:
+    """The records after `step` when the grad norm is exactly 0 on every one of them (at least 2), else 0."""
+    g = run.metrics.get("grad_norm")
+    if g is None:
+        return 0
+    later = g.values[g.steps > step]
+    return int(later.size) if later.size >= 2 and np.all(later == 0) else 0
+
+
 class NonfiniteOnset(Probe):
     """The first NaN/Inf in loss, grad_norm, rewards or log-probs, and whether training recovered.
 
@@ -310,6 +319,20 @@ class NonfiniteOnset(Probe):
                 **evidence,
             )
         steps = sorted({st for _s, nf in found for st in nf.steps})
+        dead = _no_update_after(run, max(steps))
+        if dead:
+            # "finite again" only as a gradient of exactly 0: nothing was updated after the NaN, so training did
+            # not get past it (elena-lyulina/Megatron-LM-Attention-Benchmark: `grad norm: nan` at iteration 1, then
+            # `grad norm: 0.000` with the lm loss frozen at 1.040111E+01 to the end)
+            return self.observe(
+                "persistent",
+                f"NaN/Inf at {_unit(first_series)}{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))} "
+                f"({names}), and the grad norm is exactly 0 on all {dead} records after it: nothing was updated "
+                "again, so training never recovered.",
+                0.7,
+                no_update_after=dead,
+                **evidence,
+            )
         return self.observe(
             "isolated",
             f"NaN/Inf only at {_unit(first_series)}{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))} "

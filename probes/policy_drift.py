@@ -66,6 +66,7 @@ class DriftParams(BaseModel):
     logp_mismatch_fp32: float = threshold("drift.logp_mismatch_fp32")  # ... fp32 trainer: bf16 rounding 2^-8
     train_rollout_kl: float = threshold("drift.train_rollout_kl")  # miles' train/train_rollout_kl
     entropy_min: float = threshold("drift.entropy_min")  # < 0.01 suggests mode collapse
+    identical_group_share: float = threshold("drift.identical_group_share")  # near-identical completions
     kl_max: float = threshold("drift.kl_max")  # > 2.0: the policy has diverged from the reference
     kl_growth: float = threshold("drift.kl_growth")  # "rising": recent KL this multiple of the early KL
     clip_max: float = threshold("drift.clip_max")  # clip ratio > 0.3: clipping too aggressive
@@ -88,6 +89,26 @@ TINY = 1e-12  # a numerical guard: an early KL of exactly 0
 
 def _recent(s: Series, fraction: float) -> float:
     return float(np.median(tail(s.finite().values, fraction)))
+
+
+DUMPS_READ = 4  # the rollouts an entropy low from the start is checked against: it is low in every one
+
+
+def identical_groups(run: Run) -> dict[str, Any] | None:
+    """How many prompt groups of the first rollout dumps sampled one completion only, or None without dumps."""
+    problems: list[str] = []
+    groups = same = 0
+    read: list[str] = []
+    for path, dump in run.rollout_dumps(problems, limit=DUMPS_READ):
+        read.append(path.name)
+        for responses in dump.groups():
+            if len(responses) >= 2:
+                groups += 1
+                same += len(set(responses)) == 1
+    if not groups:
+        return None
+    return {"groups": groups, "single_completion_groups": same, "share": evidence_number(same / groups),
+            "dumps": read}
 
 
 def _usable(s: Series | None) -> Series | None:
@@ -255,15 +276,30 @@ class PolicyDrift(Probe):
             ev["entropy"] = _quote(ent, ent_val, first_median=evidence_number(float(np.median(head(ent.values)))))
             # a collapse is a fall: an entropy below the bar from its first records on (exactly 0 where a
             # trainer logs it without computing it, huggingface/open-r1#704) shows none
+            # show none, unless the rollouts show the collapse's other half: near-identical completions
             early = ent.finite()
-            if ent_val < p.entropy_min and len(early) >= 2 and float(np.median(head(early.values))) >= p.entropy_min:
+            first = float(np.median(head(early.values)))
+            if ent_val < p.entropy_min and len(early) >= 2 and first >= p.entropy_min:
                 return self.observe(
                     "entropy_collapse",
                     f"Entropy has collapsed to {ent_val:.3g} ({ent.source}; < {p.entropy_min:g}, from "
-                    f"{float(np.median(head(ent.values))):.3g} early on): the policy is near-deterministic.",
+                    f"{first:.3g} early on): the policy is near-deterministic.",
                     0.8,
                     **ev,
                 )
+            if ent_val < p.entropy_min and len(early) >= 2:
+                same = identical_groups(run)
+                if same is not None and same["share"] > p.identical_group_share:
+                    ev["identical_groups"] = same
+                    return self.observe(
+                        "entropy_collapse",
+                        f"Entropy has been {ent_val:.3g} from the first records on ({ent.source}; < "
+                        f"{p.entropy_min:g}), and the rollouts show it: {same['single_completion_groups']} of "
+                        f"{same['groups']} prompt groups sampled a single completion ({', '.join(same['dumps'])}). "
+                        "The policy is near-deterministic from the start.",
+                        0.8,
+                        **ev,
+                    )
 
         kl = series["kl"]
         if kl is not None:

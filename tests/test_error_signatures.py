@@ -2533,3 +2533,68 @@ def test_a_disk_monitor_the_job_made_progress_past_is_not_the_stop_of_a_later_cr
     obs = examine(tmp_path, HEAD + log)
     assert obs.outcome == "other_error", obs.summary
     assert "ZeroDivisionError" in obs.summary
+
+
+# --- lines of runs that went on, from logs committed with their runs ------------------------------------------
+
+
+def test_a_keyboard_interrupt_alone_is_a_stop_from_outside_not_a_crash(tmp_path):
+    # tsebaka/T-Lab-2024-LLM-Alignment:wandb/run-20241216_132720-chk58nkd/files/output.log: the loss falling, then Ctrl-C
+    log = ("{'loss': 0.0531, 'grad_norm': 0.41, 'learning_rate': 1.2e-05, 'epoch': 0.4}\n"
+           "Traceback (most recent call last):\n"
+           '  File "/root/train_rm.py", line 88, in <module>\n    trainer.train()\n'
+           '  File "/usr/lib/python3/dist-packages/transformers/trainer.py", line 2052, in train\n'
+           "    return inner_training_loop(args, resume_from_checkpoint)\n"
+           "KeyboardInterrupt\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "terminated", obs.summary
+    assert obs.evidence["signature"] == "keyboard_interrupt"
+    assert obs.summary.startswith("The job was interrupted (KeyboardInterrupt, SIGINT)")
+    assert "SIGTERM" not in obs.summary.split(":")[0]
+
+
+def test_a_keyboard_interrupt_after_the_jobs_own_error_gives_way_to_it(tmp_path):
+    log = ("Traceback (most recent call last):\n  File \"/root/train.py\", line 9, in <module>\n    main()\n"
+           "ZeroDivisionError: division by zero\n"
+           "Traceback (most recent call last):\n  File \"/root/launch.py\", line 3, in <module>\n    wait()\n"
+           "KeyboardInterrupt\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "other_error", obs.summary
+    assert "ZeroDivisionError" in obs.summary
+
+
+MODELOPT_WARNING = ("0: [default0]:/opt/TensorRT-Model-Optimizer/modelopt/torch/utils/import_utils.py:32: UserWarning: "
+                    "Failed to import diffusers plugin due to: ImportError('peft>=0.17.0 is required for a normal "
+                    "functioning of this module, but found peft==0.13.2.'). You may ignore this warning if you do "
+                    "not need this plugin.\n0: [default0]:  warnings.warn(\n")
+
+
+def test_a_python_warning_gives_way_to_the_error_that_ended_the_job(tmp_path):
+    # elena-lyulina/Megatron-LM-Attention-Benchmark:attn_bench/logs/1861140.err: modelopt's warning, then the time limit
+    log = MODELOPT_WARNING + ("slurmstepd: error: *** STEP 1861140.1 ON nid007420 CANCELLED AT 2026-04-15T11:31:51 "
+                              "DUE TO TIME LIMIT ***\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "sched_ended", obs.summary
+
+
+def test_a_warning_that_says_it_may_be_ignored_is_no_error(tmp_path):
+    obs = examine(tmp_path, HEAD + MODELOPT_WARNING)
+    assert obs.outcome == "none", obs.summary
+
+
+def test_inotifys_enospc_is_no_full_disk(tmp_path):
+    # shifang99/Megatron-LM_core_v0.7.0_trace: UCX's watch limit at start-up, in the log of a run that trained to its end
+    log = ("[1724682420.890842] [sse-lg-112-41:85732:f]        vfs_fuse.c:281  UCX  ERROR inotify_add_watch(/tmp) "
+           "failed: No space left on device\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome != "disk_full", obs.summary
+
+
+def test_a_disk_monitor_gives_way_to_a_later_error_of_the_jobs_own(tmp_path):
+    # zhiyuanhubj/logic-rl-formula:grpo.log: Ray's warning with 88 GB free, then a worker that never registered
+    log = (RAY_DISK + "Error executing job with overrides: []\nTraceback (most recent call last):\n"
+           '  File "/root/verl/single_controller/ray/base.py", line 198, in __init__\n    self._init_with_resource_pool()\n'
+           "AssertionError: failed to get register_center_actor: V9zrH5_register_center in []\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome != "disk_full", obs.summary
+    assert "register_center_actor" in obs.summary

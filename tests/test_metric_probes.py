@@ -131,6 +131,18 @@ def test_nonfinite_isolated_bad_batch_in_slime_log(tmp_path):
     assert {m["metric"] for m in obs.evidence["metrics"]} == {"step:train/grad_norm", "step:train/loss"}
 
 
+def test_a_nan_after_which_nothing_is_updated_is_no_bad_batch(tmp_path):
+    # elena-lyulina/Megatron-LM-Attention-Benchmark:attn_bench/logs/1737333.out: `grad norm: nan` at iteration 1, then
+    # `grad norm: 0.000` with the lm loss frozen at 1.040111E+01 to the end
+    s = healthy_series(15)
+    s["grad_norm"] = np.concatenate([[math.nan], np.zeros(14)])
+    s["loss"] = np.full(15, 10.40111)
+    obs = examine(NonfiniteOnset(), slime_run(tmp_path, s))
+    assert obs.outcome == "persistent", obs.summary
+    assert obs.evidence["no_update_after"] == 14
+    assert "exactly 0 on all 14 records after it" in obs.summary
+
+
 def test_nonfinite_persistent_after_grad_norm_climb(tmp_path):
     s = healthy_series()
     s["grad_norm"][14:20] = [1.0, 3.0, 9.0, 30.0, 120.0, 900.0]
@@ -255,11 +267,53 @@ def test_lr_too_high_far_above_typical(tmp_path):
     s = healthy_series(40)
     s["lr"] = np.full(40, 5e-5)
     s["grad_norm"][25] = 400.0
+    s["raw_reward"][26:] = 0.05  # the later steps degrade: the reward falls after the spike and stays down
     obs = examine(LrSchedule(), slime_run(tmp_path, s))
     assert obs.outcome == "too_high"
     assert obs.evidence["lr"]["metric"] == "step:train/lr-pg_0"
     assert obs.evidence["instability"]["onset_step"] == 25
     assert "above the 1e-05" in obs.summary
+
+
+def test_a_spike_the_run_recovers_from_is_not_the_lr(tmp_path):
+    # the axolotl guide's loss spike "then (possibly) recovers": one grad-norm spike, the run's own level after
+    # it and a reward still rising is an episode, not a divergence (a healthy GRPO LoRA run's step-50 spike)
+    s = healthy_series(40)
+    s["lr"] = np.full(40, 5e-5)
+    s["grad_norm"][25] = 400.0
+    obs = examine(LrSchedule(), slime_run(tmp_path, s))
+    assert obs.outcome == "plausible", obs.summary
+    assert "did not last" in obs.summary and "step 25" in obs.summary
+    assert obs.evidence["instability"]["recovered"].startswith("grad_norm ends at a median of")
+
+
+def test_the_rl_guides_typical_lr_is_not_applied_to_a_supervised_run(tmp_path):
+    # hsc748NLP/NSLLM:trainer_state.json: an SFT run (no reward, no KL) at 5e-5 whose grad norm keeps rising
+    # would have been blamed on "the 1e-05 typical for full-parameter RL fine-tuning"
+    s = healthy_hf_series(40)
+    for key in ("raw_reward", "reward_std", "frac_zero_std", "kl", "entropy", "resp_mean", "resp_max",
+                "truncated_ratio", "clip_ratio", "logp_diff", "is_ratio_min"):
+        s.pop(key, None)
+    s["lr"] = np.full(40, 5e-5)
+    s["grad_norm"][20:] = np.geomspace(2.0, 80.0, 20)
+    obs = examine(LrSchedule(), hf_run(tmp_path, s))
+    assert obs.evidence["typical"]["rl_run"] is False
+    assert "typical" not in obs.summary, obs.summary
+
+
+def test_a_converged_loss_bumping_near_zero_is_not_the_lr(tmp_path):
+    # AriesChen-UPC/GeoLLM:trainer_state.json: a loss down from 4.26 to ~0.008 bumps to 0.022 and falls on
+    s = healthy_hf_series(60)
+    for key in ("grad_norm", "raw_reward", "reward_std", "frac_zero_std", "kl", "entropy", "resp_mean",
+                "resp_max", "truncated_ratio", "clip_ratio", "logp_diff", "is_ratio_min"):
+        s.pop(key, None)
+    s["loss"] = np.concatenate([np.geomspace(4.26, 0.0084, 40), np.full(20, 0.0084)])
+    s["loss"][45] = 0.0221
+    s["loss"][50:] = np.geomspace(0.006, 0.0028, 10)
+    s["lr"] = np.linspace(0.02, 0.001, 60)
+    obs = examine(LrSchedule(), hf_run(tmp_path, s))
+    assert obs.outcome == "plausible", obs.summary
+    assert "the loss ends at a median of" in obs.evidence["instability"]["recovered"]
 
 
 def test_lr_too_low_plateau(tmp_path):
@@ -451,6 +505,33 @@ def test_an_entropy_below_the_bar_from_its_first_record_is_no_collapse(tmp_path)
     s = healthy_hf_series()
     s["entropy"] = np.zeros(30)
     obs = examine(PolicyDrift(), hf_run(tmp_path, s))
+    assert obs.outcome != "entropy_collapse", obs.summary
+
+
+def _group_dump(root, responses_per_group):
+    samples = [{"group_index": g, "index": i, "prompt": f"What is {g}+1?", "response": r, "reward": 0.0}
+               for g, responses in enumerate(responses_per_group) for i, r in enumerate(responses)]
+    (root / "dump" / "rollout_data").mkdir(parents=True)
+    torch.save({"rollout_id": 0, "samples": samples}, root / "dump" / "rollout_data" / "0.pt")
+
+
+def test_an_entropy_low_from_the_start_is_a_collapse_where_each_group_samples_one_completion(tmp_path):
+    # a near-greedy sampler from the first rollout on: the entropy never fell, and every group is one answer
+    s = healthy_series(30, 0)
+    s["entropy"] = np.zeros(30)
+    _group_dump(tmp_path, [[f"{g + 1}<|im_end|>"] * 8 for g in range(6)])
+    obs = examine(PolicyDrift(), slime_run(tmp_path, s))
+    assert obs.outcome == "entropy_collapse", obs.summary
+    assert obs.evidence["identical_groups"]["single_completion_groups"] == 6
+    assert "6 of 6 prompt groups sampled a single completion" in obs.summary
+
+
+def test_an_entropy_low_from_the_start_with_varied_groups_is_no_collapse(tmp_path):
+    # entropy logged 0 where it is not computed, while each group still samples several answers
+    s = healthy_series(30, 0)
+    s["entropy"] = np.zeros(30)
+    _group_dump(tmp_path, [[f"{g + i % 3}<|im_end|>" for i in range(8)] for g in range(6)])
+    obs = examine(PolicyDrift(), slime_run(tmp_path, s))
     assert obs.outcome != "entropy_collapse", obs.summary
 
 
@@ -764,6 +845,7 @@ def test_lr_too_high_onset_relative_to_a_run_above_10_from_the_start(tmp_path):
     s = healthy_series(n)
     s["lr"] = np.concatenate([[2.5e-4, 5e-4, 7.5e-4], np.full(n - 3, 1e-3)])
     s["grad_norm"] = np.array([10.2, 10.4, 9.8, 29.1, 0.0, 39.0, 35.5, 1.5, 19.5, 1.5, 12.8, 0.0])
+    s["raw_reward"] = np.linspace(0.5, 0.1, n)  # and the later steps degrade
     obs = examine(LrSchedule(), slime_run(tmp_path, s, args={**SHORT_ARGS, "lr": 1e-3}))
     assert obs.outcome == "too_high"
     assert obs.evidence["grad_norm"]["onset_step"] == 0  # the guide's absolute "> 10" fires from the start

@@ -138,7 +138,8 @@ def find_spikes(
             scale = _scale_floor(base, float(mad[i]))
             z = (v - base) / scale
             ratio = v / base if base > 0 else (math.inf if v > 0 else math.nan)
-            relative = z >= z_threshold and (base <= 0 or ratio >= min_ratio) and (floor is None or v > floor)
+            # a level of 0 (a loss or a grad norm not yet moving, a zero-advantage skip) has no multiple
+            relative = z >= z_threshold and base > 0 and ratio >= min_ratio and (floor is None or v > floor)
         absolute = abs_threshold is not None and v > abs_threshold
         if relative or absolute:
             out.append(Spike(i, int(st[i]), float(v), base, float(z), float(ratio)))

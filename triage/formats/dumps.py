@@ -239,6 +239,15 @@ class RolloutDump:
     def responses(self) -> list[str]:
         return [str(s.get("response", "")) for s in self.samples]
 
+    def groups(self) -> list[list[str]]:
+        """The responses sampled for one prompt, per prompt (slime's `group_index`, else the prompt text)."""
+        by: dict[Any, list[str]] = {}
+        for s in self.samples:
+            key = s.get("group_index")
+            key = ("group", key) if isinstance(key, int) else ("prompt", str(s.get("prompt", "")))
+            by.setdefault(key, []).append(str(s.get("response", "")))
+        return list(by.values())
+
 
 def load_rollout_dump(path: str | Path) -> RolloutDump:
     p = Path(path)

@@ -187,6 +187,9 @@ ERROR_WORDS: tuple[str, ...] = (
     # this architecture`); the scan's `does not ` marker finds it
     "does not recognize this architecture",
     "SIGTERM", "Xid", "fallen off the bus",  # scheduler signals and GPU hardware faults (probes/signatures.yaml)
+    # an interrupt ending a traceback on its bare name (probes/signatures.yaml keyboard_interrupt; the scan's
+    # `Interrupt` traceback marker finds the line)
+    "KeyboardInterrupt",
     # wordings of probes/signatures.yaml that hold none of the words above: Ray's disk monitor, an
     # engine's context-length refusal, NCCL's socket connect, a compiled kernel that does not load
     "% full", "context length", "Connect to", "Could not load",
@@ -274,7 +277,8 @@ _MARKERS: tuple[tuple[bytes, int], ...] = (
         b"sigquit",
     )),
     (b"Traceback", _ERROR_MARK | _TRACE_MARK),
-    *((word, _TRACE_MARK) for word in (b"File \"", b"Interrupt")),  # frames, KeyboardInterrupt
+    (b"File \"", _TRACE_MARK),  # frames
+    (b"Interrupt", _TRACE_MARK | _ERROR_MARK),  # KeyboardInterrupt, an exception line and an error word
     *((word, _OTHER_MARK) for word in (
         b"Finish rollout", b"Start rollout", b"Actor training", b"Timer ", b"Waiting for placement group",
         b" arguments ---", b"python", b"checkpoint", b"metadata file", b"start from random",
