@@ -176,10 +176,15 @@ class LrSchedule(Probe):
         lr = m.get("lr")
         lr_arg = number_arg(run, "lr", "learning_rate")
         lr = lr.finite() if lr is not None else None
+        if lr is not None and len(lr) and not np.any(lr.values):
+            # 0 on every record is a rounded print, not a learning rate: verl's console formats every value to three
+            # decimals (`actor/lr:0.000` for 1e-06, Bihan/dstack-configs:verl_demo.log); the argument decides, if any
+            lr = None
         if (lr is None or len(lr) == 0) and lr_arg is None:
             raise Unavailable(
                 "metrics",
-                "no learning-rate series (train/lr-pg_0, learning_rate) and no --lr argument",
+                "no learning-rate series (train/lr-pg_0, learning_rate; one logged as 0 on every record is a rounded "
+                "print) and no --lr argument",
                 NEEDS_HELP["metrics"],
             )
         ev: dict[str, Any] = {}

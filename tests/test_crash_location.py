@@ -18,7 +18,7 @@ import pytest
 from probes.crash_location import CrashLocation
 from probes.error_signatures import ErrorSignatures
 from triage.errors import Unavailable
-from triage.formats.tracebacks import normalise, read_text
+from triage.formats.tracebacks import normalise, read_text, went_on_after
 from triage.run import open_run
 
 TRAIN = "MegatronTrainRayActor pid=2236, ip=10.0.0.11"
@@ -1438,3 +1438,31 @@ def test_an_exception_whose_message_starts_on_the_next_line_is_quoted_with_it(tm
     _sig, obs = locate(tmp_path, log)
     assert obs.outcome == "located", obs.summary
     assert "RuntimeError: Some tensors share memory" in obs.summary
+
+
+def test_step_records_after_a_caught_traceback_count_from_the_start():
+    # yuzhaouoe/GUI-Cursor-Moving:verl_demo.log: an agent-loop worker logs a parse failure it caught at the first
+    # rollout, its message quoting the environment's `step 0 - …`, and verl goes on logging `step:N - …` records
+    text = (
+        "(CursorLoopWorker pid=57714) ERROR:2026-03-26 21:59:41,854:Traceback (most recent call last):\n"
+        '(CursorLoopWorker pid=57714)   File "/mnt/cursor/env_and_state.py", line 470, in update_state\n'
+        "(CursorLoopWorker pid=57714)     self._extract_action_and_update_cursor(observation, text_input, output_text)\n"
+        "(CursorLoopWorker pid=57714) ValueError: step 0 - extract action failed from: <think>\n"
+        + "".join(f"(TaskRunner pid=38606) step:{i} - actor/grad_norm:0.91 - critic/score/mean:0.57\n" for i in range(1, 5))
+    )
+    reader = read_text(text)
+    chain = next(iter(reader.groups.values())).first
+    assert chain.last_step is None  # the message's `step 0 - ` is no step record
+    assert reader.final_records[next(iter(reader.final_records))][0] == 4
+    assert went_on_after(reader, chain, 2, recorded_before=True)
+
+
+def test_a_progress_bar_after_a_traceback_still_needs_a_step_before_it():
+    # modelscope/ms-swift#7228: a bar's count printed after a crash says where the bar stood
+    text = ("Traceback (most recent call last):\n"
+            '  File "/root/train.py", line 9, in <module>\n    main()\n'
+            "RuntimeError: boom\n"
+            "Train:  12%|█▏        | 8/120 [00:41<09:37,  5.16s/it]\n")
+    reader = read_text(text)
+    chain = next(iter(reader.groups.values())).first
+    assert not went_on_after(reader, chain, 2, recorded_before=True)

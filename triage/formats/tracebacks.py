@@ -140,8 +140,10 @@ _FAULT_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?
 FAULT_REACH = 20  # lines between the fatal error and the stack faulthandler prints under it
 # step / rollout records: slime's `step 3: {`, `rollout 3: {`, verl's `step:3 - `, and the HF Trainer's
 # progress bar `| 37/1250 [05:12<2:50:51,  8.45s/it]` (its unit tells it from a datasets `Map` bar)
-_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
-_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: |:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]]*(?:s/it|it/s)\]")
+# a step or rollout record: slime's `step 3: {…}`, verl's `step:3 - …` (a message's `step 0 - extract action failed`,
+# a space and a dash, is not one: yuzhaouoe/GUI-Cursor-Moving:verl_demo.log), or a progress bar's count
+_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: (?=\d{1,18}:\s*\{)|:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
+_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: (?=\d{1,18}:\s*\{)|:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]]*(?:s/it|it/s)\]")
 
 _RANK_MENTION = re.compile(r"\[Rank (\d+)\]")
 # an actor's line that names its rank: the prefix at the line's start, the first `[Rank N]` on the line after it.
@@ -458,11 +460,14 @@ class TracebackReader:
         self.path = ""
         self.open: dict[tuple[str | None, int | None, int | None], _Open] = {}
         self.step: int | None = None
+        self.step_from_bar = False  # the step last seen was a progress bar's count, not a step record
         self.rollout: int | None = None
         self.pid_ranks: dict[int, int] = {}  # an actor's rank, from its own `[Rank N]` lines
         self.fatal: tuple[int, str] | None = None  # the last `Fatal Python error: …` (line, message)
         self.ignored_at: dict[tuple[str | None, int | None, int | None], int] = {}  # `Exception ignored …` lines
         self.final_records: dict[str, tuple[int | None, int | None]] = {}  # per file: the last step and rollout
+        # per file: whether its last step was a step record (`step:N - …`, `step N: {…}`), not a progress bar's count
+        self.final_step_records: dict[str, bool] = {}
         # per process: the last exception line seen outside any traceback (line, type, message), the first block
         # of a chain whose own frames the paste left out when Python's cause or context line follows it
         self.loose: dict[tuple[str | None, int | None, int | None], tuple[int, str, str]] = {}
@@ -473,6 +478,7 @@ class TracebackReader:
         """Read one log file (plain or gzip) in chunks; only stretches after a marker are parsed."""
         self.path = str(path)
         self.step = self.rollout = None
+        self.step_from_bar = False
         self.ignored_at.clear()
         self.loose.clear()
         with _open(path) as fh:
@@ -496,6 +502,7 @@ class TracebackReader:
                 rest = data[cut:]
         self.finish()
         self.final_records[self.path] = (self.step, self.rollout)
+        self.final_step_records[self.path] = not self.step_from_bar
 
     def _region(self, data: bytes, line_no: int, final: bool = False, end: int | None = None) -> int:
         pos, end = 0, len(data) if end is None else end
@@ -551,10 +558,10 @@ class TracebackReader:
         stretch may be hundreds of MB of records; only its last one of each kind matters)."""
         step = _last_record(data, start, end, (b"step ", b"step:", b"s/it]", b"it/s]"), b"rollout")
         if step is not None:
-            self.step = step
+            self.step, self.step_from_bar = step
         rollout = _last_record(data, start, end, (b"rollout ",), b"step")
         if rollout is not None:
-            self.rollout = rollout
+            self.rollout = rollout[0]
         for pid, rank in rank_mentions(data, start, end):
             self.pid_ranks[pid] = rank
 
@@ -589,7 +596,7 @@ class TracebackReader:
                 if m.group(1) == "rollout":
                     self.rollout = int(m.group(2))
                 else:
-                    self.step = int(m.group(2) or m.group(4))
+                    self.step, self.step_from_bar = int(m.group(2) or m.group(4)), m.group(2) is None
             if "ank " in text and origin.pid is not None and (r := _RANK_MENTION.search(text)):
                 self.pid_ranks[origin.pid] = int(r.group(1))
             body = split_line(text).text if not text.startswith("Traceback") else text
@@ -929,11 +936,15 @@ def went_on_after(reader: TracebackReader, chain: Chain, records: float, recorde
     """Whether the job logged more than `records` further steps (or rollouts) after this traceback in
     its file: an error it survived, or a stack it printed and went on from, not where it stopped. With
     `recorded_before`, counted only from a step (or rollout) the log recorded before the traceback: a
-    progress bar's `8/120` printed after a crash says where the bar stood (modelscope/ms-swift#7228)."""
+    progress bar's `8/120` printed after a crash says where the bar stood (modelscope/ms-swift#7228). Step records
+    after it count from the start: `step:1 - …` logged after a worker's caught traceback at the first rollout
+    (yuzhaouoe/GUI-Cursor-Moving:verl_demo.log) is the job going on."""
     last_step, last_rollout = reader.final_records.get(chain.path, (None, None))
-    return any(final is not None and (at is not None or not recorded_before)
+    step_record = reader.final_step_records.get(chain.path, False)
+    return any(final is not None and (at is not None or not recorded_before or record)
                and final - (at if at is not None else -1) > records
-               for final, at in ((last_step, chain.last_step), (last_rollout, chain.last_rollout)))
+               for final, at, record in ((last_step, chain.last_step, step_record),
+                                         (last_rollout, chain.last_rollout, True)))
 
 
 def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | None = None,
@@ -949,10 +960,10 @@ def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | Non
     return min(found, key=lambda c: (c.path, c.start_line)) if found else None
 
 
-def _last_record(data: bytes, start: int, end: int, needles: tuple[bytes, ...], other: bytes) -> int | None:
+def _last_record(data: bytes, start: int, end: int, needles: tuple[bytes, ...], other: bytes) -> tuple[int, bool] | None:
     """The number of the last record line in data[start:end] holding one of `needles` (and
-    being a record of this kind, not of `other`)."""
-    best_pos, best = -1, None
+    being a record of this kind, not of `other`), and whether a progress bar's count gave it."""
+    best_pos, best = -1, None  # type: int, tuple[int, bool] | None
     for needle in needles:
         hi = end
         while True:
@@ -966,7 +977,7 @@ def _last_record(data: bytes, start: int, end: int, needles: tuple[bytes, ...], 
             for m in _RECORD.finditer(line):
                 pass
             if m is not None and (m.group(1) or b"step") != other:
-                best_pos, best = pos, int(m.group(2) or m.group(4))
+                best_pos, best = pos, (int(m.group(2) or m.group(4)), m.group(2) is None)
                 break
             hi = ls
     return best
@@ -1034,4 +1045,5 @@ def read_text(text: str, path: str = "<text>") -> TracebackReader:
         reader.feed(i, line)
     reader.finish()
     reader.final_records[path] = (reader.step, reader.rollout)
+    reader.final_step_records[path] = not reader.step_from_bar
     return reader
