@@ -65,7 +65,9 @@ def triage_run(
     graph = graph or load_graph()
     if not recognisable(run):
         read = run.artifacts.logs + run.artifacts.launch_scripts + run.artifacts.configs + run.artifacts.python_configs
-        files = ", ".join(str(p.relative_to(run.root)) if p.is_relative_to(run.root) else p.name for p in read[:3])
+        # (a single file is the run's root itself: it is named, not `.`)
+        files = ", ".join(str(p.relative_to(run.root)) if p.is_relative_to(run.root) and p != run.root else p.name
+                          for p in read[:3])
         ignored = any("Exception ignored in" in text for text in run.pastes.values()) if run.artifacts.logs else False
         where = "the pasted fragment" if getattr(run, "is_fragment", False) else str(run.root)
         raise BadInput(f"nothing in {where} reads as a training run: {files or 'it'} held no metric record, "

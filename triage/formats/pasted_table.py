@@ -18,7 +18,17 @@ pairs between bars or wide spaces: torchtitan's `step: 14  loss:  3.24405  grad_
 (pytorch/torchtitan#3393), NeMo Automodel's `step 11 | loss 2.3224 | grad_norm     nan`
 (NVIDIA-NeMo/Automodel#1883), prime-rl's `Step 9 | Time: 3.20s | Reward: 0.9912`
 (PrimeIntellect-ai/prime-rl#2280). Such lines (`step_lines`) are read from a paste the same way,
-names lower-cased, when two of them or more each hold two numbers or more.
+names lower-cased, when two of them or more each hold two numbers or more. The same reader takes the step
+as other trainers write it: zero-padded with its share of the run (nanochat's `step 00001 (20.00%) | loss: nan`),
+`step:N/M` before compact `name:value` items (modded-nanogpt), llm.c's `s:0 trl:10.96` (one value a line, the
+line nothing else), MiniMind's `Epoch:[1/1](10/39695), loss: 8.5371, …` (the epoch's step made the run's), and
+a line of `name: value` items alone, one of them the step (`ep: 0, batch: 20, …, loss: 10.98`). A value `nan` or
+`inf` is read as non-finite, so the NaN checks see it. A table of one metric beside its step (`step<TAB>loss`)
+is read when it holds NARROW_ROWS rows or more.
+
+A log FILE of a run directory reaches these readers the way a paste does: `Run.pastes` (triage/run/run.py)
+holds every log of at most PASTE_BYTES, and `Metrics.from_run` (triage/metrics.py) reads their tables and
+record lines; a larger log is the log scan's alone.
 """
 
 from __future__ import annotations
@@ -37,6 +47,9 @@ KIND = "table"
 # 65,536 characters; a paste of a few hundred KB is still a fragment, a job log is larger.
 PASTE_BYTES = 1 << 20
 MIN_COLUMNS = 3
+# a table of one metric and its step (`step<TAB>loss`, Jayant-Guru-Shrivastava/ERAV4-Session11 train.log)
+NARROW_COLUMNS = 2
+NARROW_ROWS = 3
 # Step column names: the HF Trainer's "Step" progress table, W&B's `_step`, JSONL-style keys.
 STEP_NAMES = frozenset({"step", "steps", "global_step", "_step", "iteration", "iter", "train/global_step"})
 _NAME = re.compile(r"[A-Za-z_][\w/.@\-]*\Z")
@@ -81,7 +94,7 @@ def _row(cells: list[str], step_at: int) -> list[float | None] | None:
 
 def _header(cells: list[str]) -> int | None:
     """The step column's position when `cells` is a table header, else None."""
-    if len(cells) < MIN_COLUMNS or not all(_NAME.match(c) for c in cells):
+    if len(cells) < NARROW_COLUMNS or not all(_NAME.match(c) for c in cells):
         return None
     lowered = [c.lower() for c in cells]
     if len(set(lowered)) != len(lowered):
@@ -90,9 +103,13 @@ def _header(cells: list[str]) -> int | None:
 
 
 def tables(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, float]]]:
-    """(step, {name: value}) for every row of every table in `lines`."""
+    """(step, {name: value}) for every row of every table in `lines`. A table of one metric beside its step (a
+    `step<TAB>loss` file) counts when it holds NARROW_ROWS rows or more: two names over two numbers may be prose's."""
     header: list[str] | None = None
     step_at = 0
+    held: list[tuple[int, dict[str, float]]] = []
+    rows = 0  # the table's rows so far (a narrow table's are held until there are NARROW_ROWS)
+
     for line in lines:
         cells = _cells(line)
         if header is not None:
@@ -102,47 +119,133 @@ def tables(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, float]]]:
             if values is not None:
                 step = values[step_at]
                 if step is not None and math.isfinite(step) and step.is_integer():
-                    yield int(step), {n: v for i, (n, v) in enumerate(zip(header, values))
-                                      if i != step_at and v is not None}
+                    held.append((int(step), {n: v for i, (n, v) in enumerate(zip(header, values))
+                                             if i != step_at and v is not None}))
+                    rows += 1
+                    if len(header) >= MIN_COLUMNS or rows >= NARROW_ROWS:
+                        yield from held
+                        held.clear()
                     continue
             header = None
+            held.clear()  # a narrow table that ended short
         at = _header(cells)
         if at is not None:
-            header, step_at = cells, at
+            header, step_at, rows = cells, at, 0
 
 
-# A record line: the step, then `name value` pairs between bars or runs of two spaces or more (anything before
-# the step is the line's logger head: `[rank0]:[titan] 2026-05-18 16:04:46,338 - root - INFO - `)
-_STEP_LINE = re.compile(r"(?<![\w/])[Ss]tep:?\s+(?P<n>\d{1,12})\s*(?:\|\s*|\s{2,})(?P<rest>\S.*)$")
-_ITEM_SPLIT = re.compile(r"\s*\|\s*|\s{2,}(?=[A-Za-z])(?!(?:nan|NaN|inf)\b)")
-# `name value` with an optional colon or equals sign; the value's unit (`3.20s`, `9.46GiB(64.99%)`) is left off
-_ITEM = re.compile(r"^(?P<k>[A-Za-z][\w/.\-]*(?: [A-Za-z][\w/.\-]*)?)\s*[:=]?\s+(?P<v>[-+]?(?:\d[\d,]*\.?\d*|\.\d+)"
-                   r"(?:[eE][-+]?\d+)?|nan|NaN|-?inf)(?:[A-Za-z%/()\d.]*)\s*$")
+# A record line: the step, then `name value` pairs (anything before the step is the line's logger head:
+# `[rank0]:[titan] 2026-05-18 16:04:46,338 - root - INFO - `). The step is written `step 14`, `step: 14`,
+# `Step 9`, `step:1000/1000` (modded-nanogpt), zero-padded with its share of the run, `step 00001 (20.00%)`
+# (nanochat); llm.c's log file writes it `s:0` at the line's start (karpathy/llm.c train_gpt2.cu, logger_log_train:
+# `s:%d trl:%.4f`); MiniMind writes the epoch before the step of the epoch, `Epoch:[1/1](10/39695)`
+# (Coicozoi/minimind-from-scratch logs/pretrain.log). After the step come bars, a comma, runs of two spaces or more,
+# or one space before a compact `name:value`.
+_AFTER_STEP = (r"(?:\s*\(\d{1,3}(?:\.\d+)?%\))?"
+               r"(?:\s*[|,]\s*|\s{2,}|\s+(?=[A-Za-z][\w/.\-]*[:=][^\s=]))(?P<rest>\S.*)$")
+_STEP_LINE = re.compile(r"(?<![\w/])(?:[Ss]tep|STEP)(?::\s*|\s+)(?P<n>\d{1,12})(?:/\d{1,12})?" + _AFTER_STEP)
+_LLMC_LINE = re.compile(r"\s*s:(?P<n>\d{1,12})(?=\s+[A-Za-z]\w*:\S)" + _AFTER_STEP)
+_EPOCH_LINE = re.compile(r"(?<![\w/])[Ee]poch:?\s*\[(?P<e>\d{1,6})/\d{1,6}\]\s*\((?P<n>\d{1,12})/(?P<m>\d{1,12})\)"
+                         + _AFTER_STEP)
+# items: between bars, after a comma and a space (`4,440` is one number), before a run of spaces and a name, or
+# before one space and a compact `name:value` (modded-nanogpt's `val_loss:4.5139 train_time:76904ms`)
+_ITEM_SPLIT = re.compile(r"\s*\|\s*|,\s+(?=[A-Za-z])|\s{2,}(?=[A-Za-z])(?!(?:nan|NaN|inf)\b)"
+                         r"|\s+(?=[A-Za-z][\w/.\-]*[:=][^\s=])")
+# `name value`, `name: value` or `name:value` (a name of up to three words: MiniMind's `Avg Response Len: 271.38`);
+# the value's unit or share (`3.20s`, `9.46GiB(64.99%)`, `485.20/513`) is left off
+_ITEM = re.compile(r"^(?P<k>[A-Za-z][\w/.\-]*(?: [A-Za-z][\w/.\-]*){0,2})\s*(?:[:=]\s*|\s+)"
+                   r"(?P<v>[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF))"
+                   r"(?:[A-Za-z%/()\d.]*)\s*$")
+# A line of items alone, one of them the step (`ep: 0, batch: 20, time: 9.17, loss: 10.98`, Barber0/LLM-pretrain
+# train.log): every item a `name: value` between commas or bars; a batch is counted within its epoch.
+_STEP_KEYS = frozenset({"step", "global_step", "iter", "iteration", "batch"})
+_EPOCH_KEYS = frozenset({"epoch", "ep"})
+_ITEMS_LINE = re.compile(r"^\s*[A-Za-z][\w/.\-]*:\s*\d[^,|]*(?:\s*[,|]\s*[A-Za-z][\w/.\- ]*:\s*\S+){2,}\s*$")
+_ITEMS_SPLIT = re.compile(r"\s*[,|]\s+|\s*\|\s*")
 MIN_STEP_LINES = 2
 MIN_STEP_LINE_VALUES = 2
+MIN_ITEMS = 3
 
 
-def _step_record(line: str) -> tuple[int, dict[str, float]] | None:
-    m = _STEP_LINE.search(line)
-    if m is None:
+def _value(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
         return None
+
+
+def _items(parts: Iterable[str]) -> tuple[dict[str, float], int]:
+    """{name: value} of the parts that are `name value` items (names lower-cased, spaces made `_`), and how many
+    parts were not."""
     record: dict[str, float] = {}
-    for item in _ITEM_SPLIT.split(m.group("rest").strip().strip("|")):
-        it = _ITEM.match(item.strip())
-        if it is None:
-            continue
-        try:
-            value = float(it.group("v").replace(",", ""))
-        except ValueError:
+    missed = 0
+    for part in parts:
+        it = _ITEM.match(part.strip())
+        value = _value(it.group("v")) if it is not None else None
+        if value is None:
+            missed += 1
             continue
         record[it.group("k").lower().replace(" ", "_")] = value
-    return (int(m.group("n")), record) if len(record) >= MIN_STEP_LINE_VALUES else None
+    return record, missed
+
+
+def _step_record(line: str) -> tuple[int, dict[str, float], int | None] | None:
+    """(step, record, epoch) of a record line: the epoch when the step counts within it, else None."""
+    m = None
+    if "tep" in line or "TEP" in line:
+        m = _STEP_LINE.search(line)
+    if m is None and "poch" in line:
+        m = _EPOCH_LINE.search(line)
+    if m is None and line.lstrip().startswith("s:"):
+        m = _LLMC_LINE.match(line)
+        if m is not None:  # llm.c's `s:0 trl:10.965596`: one value or more, on a line of their own
+            record, missed = _items(_ITEM_SPLIT.split(m.group("rest").strip()))
+            return (int(m.group("n")), record, None) if record and not missed else None
+    if m is None:
+        return _items_record(line) if ":" in line else None
+    record, _ = _items(_ITEM_SPLIT.split(m.group("rest").strip().strip("|")))
+    if len(record) < MIN_STEP_LINE_VALUES:
+        return None
+    if "e" in m.re.groupindex:  # MiniMind's `Epoch:[e/E](n/m)`: the n-th of the epoch's m steps
+        return (int(m.group("e")) - 1) * int(m.group("m")) + int(m.group("n")), record, None
+    return int(m.group("n")), record, None
+
+
+def _items_record(line: str) -> tuple[int, dict[str, float], int | None] | None:
+    if ":" not in line or _ITEMS_LINE.match(line) is None:
+        return None
+    parts = _ITEMS_SPLIT.split(line.strip().strip("|"))
+    record, missed = _items(parts)
+    if missed or len(record) < MIN_ITEMS:
+        return None
+    step_key = next((k for k in record if k in _STEP_KEYS), None)
+    if step_key is None or not record[step_key].is_integer() or record[step_key] < 0:
+        return None
+    step = int(record.pop(step_key))
+    epoch = next((record[k] for k in record if k in _EPOCH_KEYS), None)
+    return step, record, (int(epoch) if epoch is not None and epoch.is_integer() and step_key == "batch" else None)
 
 
 def step_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, float]]]:
     """(step, {name: value}) for each line that prints one record after its step, when the paste holds at least
-    MIN_STEP_LINES of them (one such line may be a sentence with numbers in it)."""
-    rows = [rec for line in lines if ("tep" in line) and (rec := _step_record(line)) is not None]
+    MIN_STEP_LINES of them (one such line may be a sentence with numbers in it). A step counted within its epoch
+    (a batch of `ep: 1`) goes on from the last step of the epoch before."""
+    rows: list[tuple[int, dict[str, float]]] = []
+    offset = last = 0
+    epoch_at: int | None = None
+    for line in lines:
+        if ":" not in line and "tep" not in line and "|" not in line:
+            continue
+        rec = _step_record(line)
+        if rec is None:
+            continue
+        step, record, epoch = rec
+        if epoch is not None:
+            if epoch_at is not None and epoch > epoch_at:
+                offset = last
+            epoch_at = epoch
+            step += offset
+        last = step
+        rows.append((step, record))
     return rows if len(rows) >= MIN_STEP_LINES else []
 
 
