@@ -908,7 +908,26 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
             result.fatal_lines.append((line, order(line), frames.get(key, ())))
     if pending:
         result = _with_remote_frames(log, sigs, result, pending, order)
-    return _states_gone_past(log, _local_faults_only(_headers_give_way(_warnings_go_on(result))))
+    return _states_gone_past(log, _local_faults_only(_headers_give_way(_source_listed(log, _warnings_go_on(result)))))
+
+
+_RAISE_CODE = re.compile(r"^\s*raise [A-Z]\w*(?:Error|Exception)\(")
+
+
+def _source_listed(log: LogIndex, result: ErrorScan) -> ErrorScan:
+    """A `raise X(` code line the log goes on from for more than `HEADER_REACH` lines is a program's source printed
+    into its log, not an error: modded-nanogpt's records open with the script itself (AkramjitS/gpt-lab-diffusion's
+    `raise ValueError(f"No files found matching pattern: …")` at line 479 of a run that trained to `step:1000/1000`).
+    One near its file's end (a paste cut under a frame's code line) is still the job's last line."""
+    def listed(line: LogLine) -> bool:
+        last = log.last_lines.get(line.path)
+        return (_RAISE_CODE.match(line.text) is not None and last is not None
+                and last - line.line_no > HEADER_REACH)
+
+    if not any(listed(m.line) for m in result.matches) and not any(listed(f[0]) for f in result.fatal_lines):
+        return result
+    return ErrorScan(matches=[m for m in result.matches if not listed(m.line)],
+                     fatal_lines=[f for f in result.fatal_lines if not listed(f[0])])
 
 
 def _warnings_go_on(result: ErrorScan) -> ErrorScan:
@@ -1512,6 +1531,12 @@ class ErrorSignatures(Probe):
         result = with_packing_budget(run, with_ref_load_paths(run, scan(log)))
         base: dict[str, Any] = {"log_files": len(log.files), "error_lines_seen": len(log.errors) + log.dropped_errors}
         chosen = result.decisive()
+        if chosen is not None and chosen.signature.state:
+            # a monitor's report of the state, and the write that then failed in it: the failure is quoted
+            # (Westwood-Lin/TinyZero-Reproduction: Ray's `over 95% full, available space: 1.04582 GB`, then
+            # safetensors' `IoError(Os { code: 28, … "No space left on device" })` saving the checkpoint)
+            chosen = next((m for m in result.matches if not m.signature.state
+                           and m.signature.outcome == chosen.signature.outcome), chosen)
         if chosen is not None:
             return self._signature_observation(run, result, chosen, base)
         from probes.crash_location import pasted_cut_traceback  # (it builds on this module)

@@ -93,13 +93,18 @@ class GradNormAssessment:
         return out
 
 
-def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | None:
-    """Classify a grad_norm series; None when it has fewer than `min_records` usable values."""
+def assess_grad_norm(series: Series, p: GradNormParams, rl: bool = True) -> GradNormAssessment | None:
+    """Classify a grad_norm series; None when it has fewer than `min_records` usable values.
+
+    The absolute bars (healthy up to 1, unstable above 10, a spike above 100) are the axolotl guide's for GRPO;
+    for a run that is not RL (`rl` False: SFT, pre-training, whose pre-clip norms of 5 to 50 are ordinary) only the
+    run's own level counts: a shift to `growth_ratio` times it, a climb to that multiple, a spike over it.
+    """
     values = series.values.astype(np.float64)
     steps = series.steps
     usable = np.isfinite(values) & (values > 0)
     if int(usable.sum()) < p.min_records:
-        return _beyond_the_absolute_bar(series, usable, p)
+        return _beyond_the_absolute_bar(series, usable, p) if rl else None
     v, st = values[usable], steps[usable]
     med, mad = median_mad(v)
     unstable_frac = float(np.mean(v > p.unstable))
@@ -114,10 +119,27 @@ def assess_grad_norm(series: Series, p: GradNormParams) -> GradNormAssessment | 
     tail_median = float(np.median(v[-max(3, v.size // 5) :]))
     a.details["final_median"] = evidence_number(tail_median)
 
-    if cp is not None and cp.after > p.unstable and cp.after >= p.growth_ratio * cp.before:
+    if cp is not None and (cp.after > p.unstable or not rl) and cp.after >= p.growth_ratio * cp.before:
         a.status, a.onset_step = "sustained_growth", cp.step
         a.reason = (f"grad_norm shifts from a median of {cp.before:.3g} to {cp.after:.3g} at step {cp.step} "
-                    f"and stays there (above {p.unstable:g})")
+                    f"and stays there" + (f" (above {p.unstable:g})" if rl else ""))
+        return a
+    if not rl:
+        first_median = float(np.median(v[: max(3, v.size // 5)]))
+        if t.rising(alpha=p.trend_alpha, min_tau=p.trend_min_tau) and tail_median >= p.growth_ratio * first_median:
+            a.status, a.onset_step = "sustained_growth", int(st[0])
+            a.reason = (f"grad_norm climbs steadily (Kendall tau {t.tau:.2f}) from a median of {first_median:.3g} to "
+                        f"{tail_median:.3g}")
+            return a
+        spikes = find_spikes(v, st, window=p.window, z_threshold=p.spike_z, min_ratio=p.spike_ratio)
+        if spikes:
+            a.status, a.spikes, a.onset_step = "spikes", spikes, spikes[0].step
+            top = max(spikes, key=lambda s: s.value)
+            a.reason = (f"{len(spikes)} grad_norm spike{'s' if len(spikes) > 1 else ''} over a median of {med:.3g}; "
+                        f"the largest {top.value:.3g} at step {top.step} ({top.ratio:.1f}x the running level)")
+            return a
+        a.reason = (f"grad_norm stays at a median of {med:.3g} (max {float(v.max()):.3g}) with no spike or upward "
+                    "shift over its own level")
         return a
     if unstable_frac >= p.unstable_fraction:
         first = int(st[np.argmax(v > p.unstable)])
@@ -175,7 +197,7 @@ def evaluate(run: Run, p: GradNormParams) -> tuple[CheckResult, GradNormAssessme
     if series is None:
         return unavailable("grad_norm", 0, p.min_records,
                            "the run logged no grad_norm (train/grad_norm, actor/grad_norm or grad_norm)"), None
-    a = assess_grad_norm(series, p)
+    a = assess_grad_norm(series, p, rl=rl_run(run))
     if a is None:
         n = usable_records(series)
         return unavailable("grad_norm", n, p.min_records,
@@ -193,6 +215,28 @@ class LossSpikes:
     source: str
     spikes: list[Spike]
     median: float
+
+
+# metrics only a reinforcement-learning run logs (a reward, a KL, a policy-gradient loss)
+RL_METRICS = ("reward", "raw_reward", "reward_std", "kl", "ppo_kl", "kl_loss", "pg_loss", "rollout_log_probs",
+              "advantages", "frac_reward_zero_std", "clip_ratio")
+
+
+# frameworks that only do RL post-training (triage/frameworks/)
+RL_FRAMEWORKS = ("slime", "miles", "relax", "verl", "openrlhf")
+
+
+def rl_run(run: Run) -> bool:
+    """The run is RL post-training (an RL framework's, or it logs what only RL logs): the guides' RL ranges apply
+    to it; an SFT or pre-training run's grad norms and learning rates have others."""
+    return run.framework in RL_FRAMEWORKS or any(run.metrics.get(name) is not None for name in RL_METRICS)
+
+
+def loss_with_level(run: Run) -> Series | None:
+    """The run's loss where a multiple of it means something: an SFT-style cross-entropy. An RL run's loss is a
+    policy-gradient objective plus a KL penalty that rises from 0 as the policy moves (TRL's GRPO loss is beta x KL:
+    0.04 x 0.1636 = 0.006544 at step 10 of Sunshine535/nips-grpo-dynamics' exact_seed46.log, read as a 102x jump)."""
+    return None if rl_run(run) else run.metrics.get("loss")
 
 
 def loss_spikes(series: Series, window: int = count("grad_norm.window"), min_ratio: float = threshold("loss.spike_ratio"),

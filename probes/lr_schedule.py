@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from triage.anomaly import evidence_number, head, tail, trend
+from triage.anomaly import evidence_number, head, median_mad, tail, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
 from triage.metrics import Series, flag_arg, number_arg
@@ -37,7 +37,7 @@ from triage.health import CheckResult, unavailable
 from triage.run.run import NEEDS_HELP
 from triage.thresholds import count, threshold
 
-from probes.grad_norm_health import GradNormParams, assess_grad_norm, loss_spikes
+from probes.grad_norm_health import GradNormParams, assess_grad_norm, loss_spikes, loss_with_level, rl_run
 from probes.nonfinite_onset import nonfinite_by_series
 from probes.reward_signal import RewardParams, assess_reward
 
@@ -103,16 +103,6 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])
 
 
-# metrics only a reinforcement-learning run logs: the guides' typical LRs are for RL post-training
-RL_METRICS = ("reward", "raw_reward", "reward_std", "kl", "ppo_kl", "kl_loss", "pg_loss", "rollout_log_probs",
-              "advantages", "frac_reward_zero_std", "clip_ratio")
-
-
-def rl_run(run: Run) -> bool:
-    """The run logs what only RL post-training logs (a reward, a KL, a policy-gradient loss)."""
-    return any(run.metrics.get(name) is not None for name in RL_METRICS)
-
-
 def recovery(run: Run, onset: int, growth_ratio: float) -> str:
     """How the run came back after an instability at `onset`, or "" where it did not (or cannot be told).
 
@@ -120,8 +110,8 @@ def recovery(run: Run, onset: int, growth_ratio: float) -> str:
     responses but later steps degrade"); a loss that "jumps by 2-10x then (possibly) recovers"
     (the axolotl guide) or a grad-norm spike followed by the run's own level is an episode, not the LR.
     Recovered: nothing non-finite, a reward (where one is logged) that does not end below where it
-    began, and the last records (the final fifth, at
-    least 3) back within `growth_ratio` x the grad-norm level before the onset, or, without a grad
+    began by more than its spread (the larger MAD of its first and last fifth), and the last records (the final
+    fifth, at least 3) back within `growth_ratio` x the grad-norm level before the onset, or, without a grad
     norm, an SFT-style loss at or below its level before the onset.
     """
     if nonfinite_by_series(run):
@@ -129,8 +119,10 @@ def recovery(run: Run, onset: int, growth_ratio: float) -> str:
     reward = run.metrics.get("reward")
     if reward is not None and len(reward.finite()) >= 2:
         r = reward.finite().values.astype(np.float64)
-        if float(np.median(tail(r, minimum=1))) < float(np.median(head(r, minimum=1))):
-            return ""  # the reward ends below where it began: the later steps degraded
+        first, last = head(r, minimum=1), tail(r, minimum=1)
+        noise = max(median_mad(first)[1], median_mad(last)[1])
+        if float(np.median(last)) < float(np.median(first)) - noise:
+            return ""  # the reward ends below where it began, by more than its spread: the later steps degraded
     def before_after(s: Series | None, positive: bool) -> tuple[float, float] | None:
         if s is None:
             return None
@@ -147,7 +139,7 @@ def recovery(run: Run, onset: int, growth_ratio: float) -> str:
         if final <= growth_ratio * pre:
             return f"grad_norm ends at a median of {final:.3g}, against {pre:.3g} before step {onset}"
         return ""
-    loss = run.metrics.get("loss")
+    loss = loss_with_level(run)
     if loss is None or loss_spikes(loss) is None:  # not a loss with a level (policy-gradient losses sit near 0)
         return ""
     lo = before_after(loss, positive=False)
@@ -269,7 +261,7 @@ class LrSchedule(Probe):
         candidates: list[tuple[int, str]] = []
         g = run.metrics.get("grad_norm")
         if g is not None:
-            a = assess_grad_norm(g, GradNormParams())
+            a = assess_grad_norm(g, GradNormParams(), rl=rl_run(run))
             if a is not None and a.status != "healthy" and a.onset_step is not None:
                 p: LrParams = self.params  # type: ignore[assignment]
                 onset = a.onset_step
@@ -282,7 +274,7 @@ class LrSchedule(Probe):
                         ev["grad_norm"]["relative_onset"] = {"step": rel[0], "early_level": evidence_number(rel[1]),
                                                              "ratio": p.growth_ratio}
                 candidates.append((onset, f"grad_norm {a.status.replace('_', ' ')}"))
-        loss = run.metrics.get("loss")
+        loss = loss_with_level(run)
         if loss is not None:
             ls = loss_spikes(loss)
             if ls is not None and ls.spikes:

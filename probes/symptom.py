@@ -56,7 +56,7 @@ from triage.text_quality import garble_score, judge_texts
 from triage.thresholds import count, threshold
 
 from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, progress_lines, scan, short, stopped_on
-from probes.grad_norm_health import GradNormHealth, loss_spikes
+from probes.grad_norm_health import GradNormHealth, loss_spikes, loss_with_level
 from probes.nonfinite_onset import NonfiniteOnset
 from probes.policy_drift import PolicyDrift
 from probes.reward_signal import RewardSignal
@@ -439,7 +439,7 @@ class Symptom(Probe):
 
     def _grad(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
         obs = self._run(GradNormHealth(), run)
-        loss = run.metrics.get("loss")
+        loss = loss_with_level(run)
         ls = loss_spikes(loss) if loss is not None else None
         if obs is not None and obs.outcome != "healthy":
             out = {"reason": obs.summary.rstrip("."), "confidence": obs.confidence, "probe_outcome": obs.outcome,
@@ -459,15 +459,32 @@ class Symptom(Probe):
         """grad_norm exactly 0 on every record, over enough records to exclude the occasional
         zero-advantage skip (the axolotl guide: "occasional 0.0 values ... are fine")."""
         g = run.metrics.get("grad_norm")
-        if g is None:
-            return None
-        v = g.values[np.isfinite(g.values)]
         need = count("health.grad_norm.min_records")
+        if g is None:
+            return self._zero_loss(run, need)
+        v = g.values[np.isfinite(g.values)]
         if v.size < need or np.any(v != 0.0):
             return None
         return {"reason": f"grad_norm is exactly 0 on all {v.size} records ({g.source}, steps {int(g.steps[0])}–"
                           f"{int(g.steps[-1])}): no update ever reached the weights",
                 "confidence": 0.8, "metric": g.source, "records": int(v.size)}
+
+    @staticmethod
+    def _zero_loss(run: Run, need: int) -> dict[str, Any] | None:
+        """Without a grad norm: a supervised loss exactly 0 on every record after its first. A cross-entropy of 0
+        has a gradient of 0, so nothing was learned from those records (AolinGuo/graduate_agent's trainer_log.jsonl:
+        122.14 at step 10, then `"loss": 0.0` on all 36 records to step 370)."""
+        loss = loss_with_level(run) if run.metrics.get("loss") is not None else None
+        if loss is None:
+            return None
+        f = loss.finite()
+        later = f.values[1:]
+        if later.size < need or np.any(later != 0.0):
+            return None
+        return {"reason": f"the loss is exactly 0 on all {later.size} records from step {int(f.steps[1])} on "
+                          f"({loss.source}; {float(f.values[0]):.4g} at step {int(f.steps[0])}): a loss of 0 gives no "
+                          "gradient, so nothing was learned from them",
+                "confidence": 0.7, "metric": loss.source, "records": int(later.size)}
 
     def _truncation(self, run: Run, p: SymptomParams) -> dict[str, Any] | None:
         obs = self._run(Truncation(), run)

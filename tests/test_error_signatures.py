@@ -2598,3 +2598,31 @@ def test_a_disk_monitor_gives_way_to_a_later_error_of_the_jobs_own(tmp_path):
     obs = examine(tmp_path, HEAD + log)
     assert obs.outcome != "disk_full", obs.summary
     assert "register_center_actor" in obs.summary
+
+
+def test_a_raise_line_of_a_script_printed_into_its_log_is_no_error(tmp_path):
+    # AkramjitS/gpt-lab-diffusion:experiments/7ee9623e-….txt: modded-nanogpt's record opens with the script's source
+    source = ("def distributed_data_generator(filename_pattern: str, batch_size: int, rank: int, world_size: int):\n"
+              "    files = [Path(file) for file in sorted(glob.glob(filename_pattern))]\n"
+              "    if not files:\n"
+              '        raise ValueError(f"No files found matching pattern: {filename_pattern}")\n')
+    log = source + "".join(f"step:{i}/1000 train_time:{i * 76}ms step_avg:76.00ms\n" for i in range(600))
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "none", obs.summary
+
+
+def test_a_raise_line_a_paste_ends_on_is_still_the_last_line(tmp_path):
+    log = '        raise ValueError(f"No files found matching pattern: {filename_pattern}")\n'
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "other_error", obs.summary
+
+
+def test_the_write_that_failed_is_quoted_over_the_monitors_report(tmp_path):
+    # Westwood-Lin/TinyZero-Reproduction:part-of-logs.md: the monitor with 1 GB free, then the checkpoint save
+    report = ("(raylet) [2025-08-10 22:40:01,000 E 1 1] file_system_monitor.cc:116: /tmp/ray/session_x is over 95% "
+              "full, available space: 1.04582 GB; capacity: 30 GB. Object creation will fail if spilling is required.\n")
+    failure = ('safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+               'message: "No space left on device" })\n')
+    obs = examine(tmp_path, HEAD + report + failure)
+    assert obs.outcome == "disk_full", obs.summary
+    assert "SafetensorError" in obs.summary

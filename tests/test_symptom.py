@@ -320,13 +320,19 @@ def test_grad_explosion_from_grad_norm_and_from_loss_spikes(tmp_path):
     assert obs.outcome == "grad_explosion"
     assert obs.evidence["details"]["grad_explosion"]["probe_outcome"] == "sustained_growth"
 
-    s = healthy_hf_series()
+    s = {k: v for k, v in healthy_hf_series().items() if k in ("loss", "grad_norm", "lr")}  # an SFT run's records
     s["loss"] = 1.2 - 0.01 * np.arange(30) + 0.02 * np.random.default_rng(2).standard_normal(30)
     s["loss"][18] = 5.5  # an SFT-style loss jumping ~5x
     obs = classify(hf_run(tmp_path / "l", s))
     assert obs.outcome == "grad_explosion"
     detail = obs.evidence["details"]["grad_explosion"]
     assert detail["probe_outcome"] == "loss_spikes" and detail["loss_spikes"][0]["step"] == 19
+
+    # an RL run's loss (a policy-gradient objective plus beta x KL) has no level to jump over
+    s = healthy_hf_series()
+    s["loss"] = 0.04 * np.concatenate([np.geomspace(1e-4, 0.16, 10), np.full(20, 0.04)])
+    obs = classify(hf_run(tmp_path / "rl", s))
+    assert obs.outcome != "grad_explosion", obs.summary
 
 
 def test_truncation(tmp_path):
@@ -490,3 +496,14 @@ def test_a_paste_cut_right_under_a_traceback_header_is_an_error_exit(tmp_path):
     assert obs.outcome == "error_exit"
     assert obs.evidence["details"]["error_exit"]["error"] == "cut_traceback"
     assert "cut before its exception" in obs.summary
+
+
+def test_a_supervised_loss_of_zero_on_every_record_after_the_first_is_no_update(tmp_path):
+    # AolinGuo/graduate_agent:trainer_log.jsonl (LLaMA-Factory): 122.14 at the first record, then `"loss": 0.0` to the end
+    lines = [{"current_steps": 10 * (i + 1), "total_steps": 370, "loss": 122.1416 if i == 0 else 0.0,
+              "lr": 5e-05, "epoch": 0.1 * (i + 1)} for i in range(37)]
+    (tmp_path / "trainer_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "no_update", obs.summary
+    assert "The loss is exactly 0 on all 36 records from step 20 on" in obs.summary
+    assert "healthy ranges" not in obs.summary

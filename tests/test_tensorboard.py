@@ -74,3 +74,16 @@ def test_a_truncated_event_file_stops_the_triage_with_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert len(err.splitlines()) == 1 and path.name in err and "truncated" in err
+
+
+def test_a_git_lfs_pointer_in_an_event_files_place_is_skipped_and_named(tmp_path, capsys):
+    # Silver-8ce/llamaTest:runs/Dec30_14-32-19_slab-0002/: HF Hub's .gitattributes sends `*tfevents*` to LFS, and a
+    # clone without `git lfs pull` holds the pointer text; the trainer_state.json beside it is still read
+    path = _write_verl_events(tmp_path / "runs")
+    path.write_text("version https://git-lfs.github.com/spec/v1\n"
+                    "oid sha256:ac07394363b907a009e199b28f8b66bbfacde478f5acb04b071cb50ac4648d28\nsize 210539\n")
+    (tmp_path / "job.log").write_text("(TaskRunner pid=1) step:1 - actor/grad_norm:0.4\n")
+    rc = main(["run", str(tmp_path), "--no-cache", "--json"])
+    out = capsys.readouterr().out
+    assert rc in (0, 3)
+    assert "Git LFS pointers" in out and path.name in out

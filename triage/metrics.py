@@ -12,6 +12,7 @@ framework calls each canonical metric is data: `triage/frameworks/metrics.yaml`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -128,7 +129,11 @@ class Metrics:
         if tb:
             from triage.formats.tensorboard import read_event_files
 
-            table.merge(read_event_files(tb))
+            pointers: list[Path] = []
+            table.merge(read_event_files(tb, pointers))
+            if pointers:
+                run.notes.append(f"{len(pointers)} TensorBoard event file(s) are Git LFS pointers, not the files "
+                                 f"({pointers[0].name}): not read; `git lfs pull` fetches them")
         wb = getattr(a, "wandb_runs", None)
         if wb:
             from triage.formats.wandb_offline import WandbUnavailable, read_wandb_runs

@@ -250,6 +250,20 @@ def read_bytes(path: str | Path, limit: int, what: str = "file", roots: tuple[Pa
     return data
 
 
+# The text Git LFS leaves in place of a file it did not fetch (git-lfs docs/spec.md: a pointer file starts with
+# this version line, then `oid sha256:…` and `size N`); HF Hub's .gitattributes routes `*tfevents*` and weights there
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+
+
+def lfs_pointer(path: str | Path) -> bool:
+    """Whether a file is a Git LFS pointer (a clone without `git lfs pull`), not the file it stands for."""
+    try:
+        with open_regular(path) as fh:
+            return fh.read(len(LFS_POINTER)) == LFS_POINTER
+    except (OSError, ValueError):
+        return False
+
+
 def read_text(path: str | Path, limit: int, what: str = "file", roots: tuple[Path, ...] | None = None) -> str:
     """A regular file of at most `limit` bytes as UTF-8 text (UnicodeDecodeError if it is not)."""
     return read_bytes(path, limit, what, roots).decode("utf-8")

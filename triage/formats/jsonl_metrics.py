@@ -23,7 +23,8 @@ from triage.formats.metric_table import MetricTable
 
 KIND = "jsonl"
 MAX_LINE_CHARS = 1 << 20
-_STEP_KEYS = ("step", "global_step", "_step", "iteration", "train/global_step", "training/global_step")
+# (LLaMA-Factory's trainer_log.jsonl names its step `current_steps`: llamafactory/train/callbacks.py LogCallback)
+_STEP_KEYS = ("step", "global_step", "_step", "iteration", "train/global_step", "training/global_step", "current_steps")
 
 
 def _flatten(obj: dict, prefix: str = "", out: dict[str, object] | None = None, depth: int = 0) -> dict[str, object]:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from triage.errors import CorruptArtifact
+from triage.safe_io import lfs_pointer
 from triage.formats.metric_table import MetricTable
 
 KIND = "tensorboard"
@@ -93,10 +94,16 @@ def read_event_file(path: Path, table: MetricTable) -> int:
     return read
 
 
-def read_event_files(paths: Iterable[Path]) -> MetricTable:
-    """Every event file's scalars, in one table; files in name order (their names carry the start time)."""
+def read_event_files(paths: Iterable[Path], lfs_pointers: list[Path] | None = None) -> MetricTable:
+    """Every event file's scalars, in one table; files in name order (their names carry the start time). A Git LFS
+    pointer left in an event file's place (a clone of an HF Hub output folder without `git lfs pull`) holds no
+    records: it is skipped and added to `lfs_pointers`, not read as a corrupt file."""
     table = MetricTable()
     for path in sorted(Path(p) for p in paths)[:MAX_EVENT_FILES]:
+        if lfs_pointer(path):
+            if lfs_pointers is not None:
+                lfs_pointers.append(path)
+            continue
         read_event_file(path, table)
     return table
 
