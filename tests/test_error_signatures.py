@@ -2626,3 +2626,15 @@ def test_the_write_that_failed_is_quoted_over_the_monitors_report(tmp_path):
     obs = examine(tmp_path, HEAD + report + failure)
     assert obs.outcome == "disk_full", obs.summary
     assert "SafetensorError" in obs.summary
+
+
+def test_vllms_sigterm_handler_raising_keyboardinterrupt_is_a_stop_from_outside(tmp_path):
+    # shiroyo-0/ai-agent-train:vllm_server.log: vLLM's api_server signal_handler raises KeyboardInterrupt("terminated")
+    log = ("Traceback (most recent call last):\n"
+           '  File "/opt/venv/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", line 579, in '
+           "signal_handler\n"
+           '    raise KeyboardInterrupt("terminated")\n'
+           "KeyboardInterrupt: terminated\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "terminated", obs.summary
+    assert obs.evidence["signature"] == "keyboard_interrupt"

@@ -121,3 +121,18 @@ def test_args_paths_are_looked_up_relative_to_the_run(tmp_path):
     assert run.resolve_path("/mnt/cluster/exp/ckpt/actor") == d / "ckpt" / "actor"
     assert run.resolve_path("ckpt/actor") == d / "ckpt" / "actor"
     assert run.resolve_path("/mnt/cluster/exp/nothing") is None
+
+
+def test_a_wandb_run_folders_console_is_the_log_where_the_run_has_none_of_its_own(tmp_path):
+    # raja17021998/LLM-AIL-821-Project:wandb/run-20241126_032230-lch50sgg/files/: W&B's capture of the job's console
+    files = tmp_path / "wandb" / "run-20241126_032230-lch50sgg" / "files"
+    files.mkdir(parents=True)
+    (files / "output.log").write_text("{'loss': 0.52, 'grad_norm': 0.08, 'learning_rate': 1e-05, 'epoch': 0.5}\n")
+    (files / "wandb-summary.json").write_text('{"train/loss": 0.52}\n')
+    (tmp_path / "wandb" / "run-20241126_032230-lch50sgg" / "logs").mkdir()
+    (tmp_path / "wandb" / "run-20241126_032230-lch50sgg" / "logs" / "debug.log").write_text("wandb debug\n")
+    run = open_run(str(tmp_path))
+    assert [p.name for p in run.artifacts.logs] == ["output.log"]
+    # beside the job's own log, W&B's copy is not read twice
+    (tmp_path / "train.log").write_text("{'loss': 0.52, 'grad_norm': 0.08, 'learning_rate': 1e-05, 'epoch': 0.5}\n")
+    assert [p.name for p in open_run(str(tmp_path)).artifacts.logs] == ["train.log"]

@@ -169,6 +169,7 @@ class _Walk:
         self.commands: list[Path] = []
         self.cut: dict[str, int] = {}
         self._contexts: dict[Path, tuple[bool, bool]] = {}
+        self.wandb_consoles: list[Path] = []
 
     def rel(self, path: Path) -> str:
         return _relative(self.root, path)
@@ -293,6 +294,8 @@ class _Walk:
                     continue
                 self.seen_dirs.add(key)
                 queue.append((sub, depth + 1))
+        if not found.logs:
+            found.logs.extend(self.wandb_consoles)
         self._finish()
         return found
 
@@ -360,7 +363,11 @@ class _Walk:
         elif name.endswith(".wandb") and name.startswith("run-"):
             found.wandb_runs.append(path)
         elif in_wandb_run:
-            return True  # W&B's own debug logs, config and summary files: not the job's
+            # W&B's own debug logs, config and summary files are not the job's; `files/output.log` is the job's console
+            # as W&B captured it (wandb/sdk/lib/redirect.py), read where the run holds no log of its own
+            if name == "output.log":
+                self.wandb_consoles.append(path)
+            return True
         elif METRIC_JSONL.search(name) and here.name not in ("rollout_result", "trajectory", "rollout_data"):
             found.metric_jsonl.append(path)
         elif name.endswith(".sh") and near_root:
