@@ -142,6 +142,8 @@ class WatchdogReports(Probe):
         for r in reports:
             by_work.setdefault((r.group, r.seq), []).append(r)
         shared = {key: rs for key, rs in by_work.items() if len({r.rank for r in rs}) >= 2}
+        if not shared and (apart := self._apart(reports)) is not None:
+            return apart
         if not shared:
             ranks = sorted({r.who() for r in reports})
             if ranks:
@@ -191,6 +193,33 @@ class WatchdogReports(Probe):
             ranks=sorted({r.rank for r in rs}),
             reports=[r.describe() for r in rs],
         )
+
+    def _apart(self, reports: list[_Report]) -> Observation | None:
+        """Ranks of one named process group whose watchdogs wait at different sequence numbers: they did not call the
+        same number of collectives on it (Sunshine535/nips-grpo-dynamics' 2gpu_pipeline.log: `[PG ID 3 PG GUID 4
+        Rank 0]` at SeqNum 404, an ALLGATHER_BASE of 1,140,480 elements, `Rank 1` at 405, one of 1,216,512). A
+        collective completes on a rank only with every rank's part, so one rank past a number the other still waits
+        at called one more, or another, collective there."""
+        by_group: dict[str, dict[int, _Report]] = {}
+        for r in sorted(reports, key=lambda r: r.seq):
+            if r.group is not None:
+                by_group.setdefault(r.group, {}).setdefault(r.rank, r)  # each rank's earliest report
+        for group, ranks in sorted(by_group.items()):
+            seqs = {r.seq for r in ranks.values()}
+            if len(ranks) < 2 or len(seqs) < 2:
+                continue
+            members = sorted(ranks.values(), key=lambda r: r.rank)
+            return self.observe(
+                "collective_mismatch",
+                f"In process group {group} the ranks' watchdogs wait at different collectives: "
+                f"{'; '.join(r.describe() for r in members)}. Ranks of one group count the same collectives, and a "
+                "collective completes only with every rank's part, so the ranks did not call the same collectives.",
+                confidence=0.7,
+                process_group=group,
+                seqs={str(r.rank): r.seq for r in members},
+                reports=[r.describe() for r in members],
+            )
+        return None
 
     def _wrapper_report(self, lines: list[LogLine]) -> Observation | None:
         """PyTorch's own comparison of the ranks' collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL), when it raised."""

@@ -193,3 +193,16 @@ def test_reports_that_name_their_work_but_not_its_collective_are_not_called_abse
     assert step["outcome"] == "unavailable"
     assert "name their work's sequence number, not its collective" in step["summary"]
     assert "no watchdog report in the log" not in json.dumps(report)
+
+
+def test_ranks_of_one_group_waiting_at_different_sequence_numbers_are_a_collective_mismatch(tmp_path, capsys):
+    # Sunshine535/nips-grpo-dynamics:results/logs/2gpu_pipeline.log: rank 0 at SeqNum 404 (last completed 403), rank 1
+    # at 405 (last completed 404), each an _ALLGATHER_BASE of its own size
+    text = (_watchdog(0, 404, "_ALLGATHER_BASE", 1140480, pg="4") + _detected(0, 404, "4")
+            + _watchdog(1, 405, "_ALLGATHER_BASE", 1216512, pg="4") + _detected(1, 405, "4"))
+    rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "dist.collective_mismatch" and rc == 0
+    step = _step(report, "watchdog_reports")
+    assert step["outcome"] == "collective_mismatch"
+    assert step["evidence"]["seqs"] == {"0": 404, "1": 405}
+    assert "wait at different collectives" in step["summary"]
