@@ -427,6 +427,19 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
             0.85 if (std_all_zero or zero_frac_all_one) else 0.7,
             ev,
         )
+    saturated = _saturating(r, z, p)
+    if saturated is not None:
+        # groups that came to score alike as the reward rose: the policy solves them now, the early groups had the
+        # spread it learned from (a TRL GRPO run of Sunshine535/nips-grpo-dynamics: reward 0.14 to 0.9, zero-spread
+        # groups 45-55% while it climbed and 85-100% after)
+        return RewardAssessment(
+            "improving",
+            f"The reward rose from a median of {saturated[0]:.3g} to {saturated[1]:.3g} over {len(r)} records "
+            f"({r.source}) while the groups kept a spread ({saturated[2]:.0%} with zero spread early on); most groups "
+            "now score alike because the policy solves them, not for want of a signal.",
+            0.7,
+            ev,
+        )
     if z is not None and len(z) >= p.min_spread_records and float(np.median(z.values)) > p.zero_std_fraction:
         return RewardAssessment(
             "zero_variance",
@@ -471,6 +484,18 @@ def assess_reward(run: Run, p: RewardParams) -> RewardAssessment:
         0.7,
         ev,
     )
+
+
+def _saturating(r: Series | None, z: Series | None, p: RewardParams) -> tuple[float, float, float] | None:
+    """(first, final reward medians, early zero-spread share) where most groups score alike only late, after the
+    reward rose: early groups under the zero-spread bar, the late ones over it, the final reward above the first."""
+    if r is None or z is None or len(r) < p.min_records or len(z) < p.min_spread_records:
+        return None
+    early_z, late_z = float(np.median(head(z.values))), float(np.median(tail(z.values)))
+    first, final = float(np.median(head(r.values))), float(np.median(tail(r.values)))
+    if early_z <= p.zero_std_fraction < late_z and final > first:
+        return first, final, early_z
+    return None
 
 
 PASSING = ("improving", "flat")

@@ -399,6 +399,20 @@ def test_reward_improving_on_healthy_runs(tmp_path):
     assert examine(RewardSignal(), hf_run(tmp_path / "h", healthy_hf_series())).outcome == "improving"
 
 
+def test_groups_that_score_alike_once_the_policy_solves_them_are_no_missing_signal(tmp_path):
+    # Sunshine535/nips-grpo-dynamics:results/qwen35/sweep_coarse/rho0.70_seed43/step_logs.json: the reward 0.14 to
+    # 0.9, frac_reward_zero_std 0.45-0.55 while it climbed and 0.85-1.0 once most prompts were solved
+    s = healthy_hf_series(40)
+    s["raw_reward"] = np.concatenate([np.linspace(0.14, 0.9, 8), 0.88 + 0.04 * np.sin(np.arange(32))])
+    s["frac_zero_std"] = np.concatenate([np.full(8, 0.5), np.full(32, 0.9)])
+    obs = examine(RewardSignal(), hf_run(tmp_path / "solved", s))
+    assert obs.outcome == "improving", obs.summary
+    assert "solves them" in obs.summary
+    # the same zero spread from the first record on is a task that gives no signal
+    s["frac_zero_std"] = np.full(40, 0.9)
+    assert examine(RewardSignal(), hf_run(tmp_path / "flat", s)).outcome == "zero_variance"
+
+
 def test_reward_constant_zero_slime(tmp_path):
     s = healthy_series(25)
     s["raw_reward"] = np.zeros(25)
