@@ -260,11 +260,28 @@ class Symptom(Probe):
 
         candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
         cut_headers: list[LogLine] = []
+        errors_at: dict[str, list[int]] = {}
         for m in result.matches:
-            if retrying(m.line.text) or survived(m.line):
+            errors_at.setdefault(m.line.path, []).append(m.line.line_no)
+        for line, _order, _frames in result.fatal_lines:
+            errors_at.setdefault(line.path, []).append(line.line_no)
+        quiet = count("symptom.quiet_after_lines")
+
+        def went_on_quietly(line: LogLine, frames: tuple[str, ...]) -> bool:
+            # a lone error line (no traceback) the log goes on from for more than `quiet` lines, none of them an error:
+            # a message the job printed and went on from (a job script's `CondaError: Run 'conda init' before 'conda
+            # deactivate'` at line 2 of linskybing/LLM's logs/nv/zero_3.out, 519 lines of DeepSpeed training after it)
+            last = log.last_lines.get(line.path)
+            return (not frames and last is not None and last - line.line_no > quiet
+                    and not any(n > line.line_no for n in errors_at.get(line.path, ())))
+
+        for m in result.matches:
+            if retrying(m.line.text) or survived(m.line) or (not m.signature.state and went_on_quietly(m.line, m.frames)):
                 continue
             candidates.append((m.order, m.line, m.signature.outcome, m.signature.role))
-        for line, order, _frames in result.fatal_lines:
+        for line, order, frames in result.fatal_lines:
+            if went_on_quietly(line, frames):
+                continue
             if retrying(line.text) or survived(line) or cut_traceback_line(line):
                 if cut_traceback_line(line) and line.text.strip():
                     cut_headers.append(line)

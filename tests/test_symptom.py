@@ -507,3 +507,18 @@ def test_a_supervised_loss_of_zero_on_every_record_after_the_first_is_no_update(
     assert obs.outcome == "no_update", obs.summary
     assert "The loss is exactly 0 on all 36 records from step 20 on" in obs.summary
     assert "healthy ranges" not in obs.summary
+
+
+def test_a_lone_error_line_the_log_goes_on_from_quietly_is_not_the_stop(tmp_path):
+    # linskybing/LLM:logs/nv/zero_3.out: the job script's conda message at line 2, then 519 lines of DeepSpeed training
+    steps = "".join(f"[2025-10-28 20:50:{i % 60:02d},616] [INFO] [logging.py:107:log_dist] [Rank 0] step={i}, skipped=0, "
+                    f"lr=[1e-05], mom=[[0.8, 0.999]]\n[Step {i}/600] Loss: 5.05 | Global Tokens/s: 1376.92\n"
+                    for i in range(1, 260))
+    log = "Lmod is automatically replacing modules\nCondaError: Run 'conda init' before 'conda deactivate'\n" + steps
+    (tmp_path / "zero_3.log").write_text(log)
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome != "error_exit", obs.summary
+    # the same line with an error after it is still read
+    (tmp_path / "zero_3.log").write_text(log + "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    obs = classify(open_run(str(tmp_path)))
+    assert obs.outcome == "error_exit", obs.summary
