@@ -140,3 +140,19 @@ def test_a_file_of_other_lines_is_still_refused(tmp_path, capsys):
     log.write_text("Step 3 of the guide: install the package\nthen run it\n" * 3, encoding="utf-8")
     assert main(["run", str(log), "--no-cache"]) == 2
     assert "notes.log held no metric record" in capsys.readouterr().err  # (the file is named, not `.`)
+
+
+def test_deepspeeds_step_report_and_a_bracketed_step_are_records():
+    # linskybing/LLM:logs/nv/zero_3.out: DeepSpeed's engine report (deepspeed/runtime/engine.py _report_progress) and
+    # the script's own `[Step N/100] Loss: …` line, one after the other for each step
+    lines = [
+        "[2025-10-28 20:50:31,653] [INFO] [logging.py:107:log_dist] [Rank 0] step=1, skipped=1, lr=[1e-05], "
+        "mom=[[0.8, 0.999]]",
+        "[Step 1/100] Loss: 5.0507 | Global Tokens/s: 1376.92 | GPU Mem (GB): 6.49 | Peak Mem: 21.31",
+        "[2025-10-28 20:50:33,186] [INFO] [logging.py:107:log_dist] [Rank 0] step=2, skipped=2, lr=[1e-05], "
+        "mom=[[0.8, 0.999]]",
+        "[Step 2/100] Loss: 5.1898 | Global Tokens/s: 1829.88 | GPU Mem (GB): 6.49 | Peak Mem: 21.31",
+    ]
+    records = step_lines(lines)
+    assert (1, {"skipped": 1.0, "lr": 1e-05}) in records
+    assert any(step == 2 and row.get("loss") == 5.1898 for step, row in records)

@@ -141,8 +141,10 @@ def tables(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, float]]]:
 # (Coicozoi/minimind-from-scratch logs/pretrain.log). After the step come bars, a comma, runs of two spaces or more,
 # or one space before a compact `name:value`.
 _AFTER_STEP = (r"(?:\s*\(\d{1,3}(?:\.\d+)?%\))?"
-               r"(?:\s*[|,]\s*|\s{2,}|\s+(?=[A-Za-z][\w/.\-]*[:=][^\s=]))(?P<rest>\S.*)$")
-_STEP_LINE = re.compile(r"(?<![\w/])(?:[Ss]tep|STEP)(?::\s*|\s+)(?P<n>\d{1,12})(?:/\d{1,12})?" + _AFTER_STEP)
+               r"(?:\s*[|,]\s*|\s{2,}|\s+(?=[A-Za-z][\w/.\-]*[:=][^\s=])|(?<=\])\s+)(?P<rest>\S.*)$")
+# (a script's own `[Step 1/100] Loss: 5.0507 | …` closes the step in a bracket; DeepSpeed's engine reports
+# `[Rank 0] step=1, skipped=1, lr=[1e-05], mom=[[0.8, 0.999]]`: deepspeed/runtime/engine.py _report_progress)
+_STEP_LINE = re.compile(r"(?<![\w/])(?:[Ss]tep|STEP)(?::\s*|=|\s+)(?P<n>\d{1,12})(?:/\d{1,12})?\]?" + _AFTER_STEP)
 _LLMC_LINE = re.compile(r"\s*s:(?P<n>\d{1,12})(?=\s+[A-Za-z]\w*:\S)" + _AFTER_STEP)
 _EPOCH_LINE = re.compile(r"(?<![\w/])[Ee]poch:?\s*\[(?P<e>\d{1,6})/\d{1,6}\]\s*\((?P<n>\d{1,12})/(?P<m>\d{1,12})\)"
                          + _AFTER_STEP)
@@ -152,9 +154,9 @@ _ITEM_SPLIT = re.compile(r"\s*\|\s*|,\s+(?=[A-Za-z])|\s{2,}(?=[A-Za-z])(?!(?:nan
                          r"|\s+(?=[A-Za-z][\w/.\-]*[:=][^\s=])")
 # `name value`, `name: value` or `name:value` (a name of up to three words: MiniMind's `Avg Response Len: 271.38`);
 # the value's unit or share (`3.20s`, `9.46GiB(64.99%)`, `485.20/513`) is left off
-_ITEM = re.compile(r"^(?P<k>[A-Za-z][\w/.\-]*(?: [A-Za-z][\w/.\-]*){0,2})\s*(?:[:=]\s*|\s+)"
+_ITEM = re.compile(r"^(?P<k>[A-Za-z][\w/.\-]*(?: [A-Za-z][\w/.\-]*){0,2})\s*(?:[:=]\s*\[?|\s+)"
                    r"(?P<v>[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF))"
-                   r"(?:[A-Za-z%/()\d.]*)\s*$")
+                   r"(?:[A-Za-z%/()\d.]*)\]?\s*$")
 # A line of items alone, one of them the step (`ep: 0, batch: 20, time: 9.17, loss: 10.98`, Barber0/LLM-pretrain
 # train.log): every item a `name: value` between commas or bars; a batch is counted within its epoch.
 _STEP_KEYS = frozenset({"step", "global_step", "iter", "iteration", "batch"})
