@@ -908,7 +908,32 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
             result.fatal_lines.append((line, order(line), frames.get(key, ())))
     if pending:
         result = _with_remote_frames(log, sigs, result, pending, order)
-    return _states_gone_past(log, _local_faults_only(_headers_give_way(_source_listed(log, _warnings_go_on(result)))))
+    return _states_gone_past(log, _local_faults_only(_headers_give_way(_source_listed(log, _warnings_go_on(
+        _teardown_after_training(result))))))
+
+
+# What the ranks print as a finished job tears its process groups down: the TCPStore's host exits first and the others'
+# c10d reads of it are reset, NCCL's communicators are aborted (stark-sim/megatron-deepspeed-lock-clock's
+# dual32_run_v2.log: `[after training is done]`, then `TCPStore.cpp:125] [c10d] recvValue failed … Connection reset by
+# peer` on rank 1 and the launcher's `exits successfully` for every process)
+TEARDOWN_OUTCOMES = frozenset({"connection_closed", "network_failure", "nccl_abort"})
+
+
+def _teardown_after_training(result: ErrorScan) -> ErrorScan:
+    """A connection or collective failing after the trainer's own words that training ended is its teardown."""
+    if not any(m.signature.outcome in TEARDOWN_OUTCOMES for m in result.matches):
+        return result
+    after: dict[str, bool] = {}
+
+    def teardown(m: SignatureMatch) -> bool:
+        if m.signature.outcome not in TEARDOWN_OUTCOMES:
+            return False
+        key = f"{m.line.path}:{m.line.line_no}"
+        if key not in after:
+            after[key] = _finished_before(m.line) is not None
+        return after[key]
+
+    return dataclasses.replace(result, matches=[m for m in result.matches if not teardown(m)])
 
 
 _RAISE_CODE = re.compile(r"^\s*raise [A-Z]\w*(?:Error|Exception)\(")

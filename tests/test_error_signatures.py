@@ -2638,3 +2638,14 @@ def test_vllms_sigterm_handler_raising_keyboardinterrupt_is_a_stop_from_outside(
     obs = examine(tmp_path, HEAD + log)
     assert obs.outcome == "terminated", obs.summary
     assert obs.evidence["signature"] == "keyboard_interrupt"
+
+
+def test_a_connection_reset_as_a_finished_job_tears_down_is_no_failure(tmp_path):
+    # stark-sim/megatron-deepspeed-lock-clock:.context/dual32_run_v2.log: Megatron's last words, the launcher's
+    # `exits successfully`, then the other ranks' reads of the exited TCPStore reset
+    log = ("localhost: [after training is done] datetime: 2026-03-24 12:25:47 \n"
+           "localhost: [2026-03-24 12:26:38,619] [INFO] [launch.py:367:main] Process 3164902 exits successfully.\n"
+           "localhost: [rank1]:[W324 12:26:38.234210612 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=138, "
+           "addr=[::]:27967, remote=[fdff:ffff::]:35989): Connection reset by peer\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome not in ("connection_closed", "network_failure"), obs.summary
