@@ -38,7 +38,7 @@ from triage.run.run import NEEDS_HELP
 from triage.thresholds import count, threshold
 
 from probes.grad_norm_health import GradNormParams, assess_grad_norm, loss_spikes, loss_with_level, rl_run
-from probes.nonfinite_onset import nonfinite_by_series
+from probes.nonfinite_onset import training_nonfinite
 from probes.reward_signal import RewardParams, assess_reward
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def recovery(run: Run, onset: int, growth_ratio: float) -> str:
     fifth, at least 3) back within `growth_ratio` x the grad-norm level before the onset, or, without a grad
     norm, an SFT-style loss at or below its level before the onset.
     """
-    if nonfinite_by_series(run):
+    if training_nonfinite(run):
         return ""
     reward = run.metrics.get("reward")
     if reward is not None and len(reward.finite()) >= 2:
@@ -280,7 +280,7 @@ class LrSchedule(Probe):
             if ls is not None and ls.spikes:
                 candidates.append((ls.spikes[0].step, "loss spikes"))
                 ev["loss_spikes"] = {"metric": ls.source, "spikes": [s.as_evidence() for s in ls.spikes[:5]]}
-        nonfinite = nonfinite_by_series(run)
+        nonfinite = training_nonfinite(run)
         if nonfinite:
             s, nf = nonfinite[0]
             candidates.append((nf.onset_step, f"NaN/Inf in {s.key}"))

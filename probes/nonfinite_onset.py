@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from triage.anomaly import NonFinite, evidence_number, nonfinite_onset, trend
 from triage.errors import Unavailable
 from triage.finding import Observation
-from triage.metrics import Series
+from triage.metrics import Series, flag_arg
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
 from triage.thresholds import count, threshold
@@ -211,6 +211,35 @@ def finite_gradients_at(run: Run, found: list[tuple[Series, NonFinite]]) -> Seri
     return None
 
 
+def scaler_skips(run: Run, found: list[tuple[Series, NonFinite]]) -> list[int]:
+    """The steps of a grad norm that went NaN/Inf on its own, the loss finite on each and the series finite again after:
+    fp16's dynamic loss scaling skipping the update (torch.amp.GradScaler: "if any inf/NaN gradients are found,
+    optimizer.step() is skipped" and the scale shrinks; the HF Trainer logs that step's grad norm as it is and does
+    not step the scheduler: MemaSp/FT-Llama2-HRChatbot's trainer_state.json, `'grad_norm': inf` at step 33 with the LR
+    of step 32 and a loss of 0.3391). Empty where anything else went non-finite or the grad norm stayed so."""
+    if len(found) != 1 or found[0][0].name != "grad_norm" or found[0][1].persistent:
+        return []
+    # no loss scaler in bf16; the RL frameworks' own trainers run bf16 unless told fp16
+    from probes.grad_norm_health import RL_FRAMEWORKS
+
+    if flag_arg(run, "bf16") is True or (run.framework in RL_FRAMEWORKS and flag_arg(run, "fp16") is not True):
+        return []
+    g, nf = found[0]
+    loss = run.metrics.get("loss")
+    if loss is None:
+        return []
+    at = dict(zip(loss.steps.tolist(), loss.values.tolist()))
+    if not all(st in at and np.isfinite(at[st]) for st in nf.steps):
+        return []
+    return list(nf.steps)
+
+
+def training_nonfinite(run: Run) -> list[tuple[Series, NonFinite]]:
+    """The non-finite series of `nonfinite_by_series`, less the loss scaler's skips (`scaler_skips`)."""
+    found = nonfinite_by_series(run)
+    return [] if found and scaler_skips(run, found) else found
+
+
 def _no_update_after(run: Run, step: int) -> int:
     """The records after `step` when the grad norm is exactly 0 on every one of them (at least 2), else 0."""
     g = run.metrics.get("grad_norm")
@@ -247,6 +276,19 @@ class NonfiniteOnset(Probe):
                 "none",
                 f"Every value of {len(series)} watched metrics is finite.",
                 0.9,
+                metrics=[s.source for s in series],
+                records=max(len(s) for s in series),
+            )
+        skips = scaler_skips(run, found)
+        if skips:
+            return self.observe(
+                "none",
+                f"grad_norm is NaN/Inf only at {_unit(found[0][0])}{'s' if len(skips) > 1 else ''} "
+                f"{', '.join(map(str, skips[:10]))}, where the loss stayed finite, and finite again after each: the "
+                "fp16 loss scaler skipping an update whose gradients overflowed (its check at work), not a NaN in "
+                "training.",
+                0.7,
+                scaler_skips=skips,
                 metrics=[s.source for s in series],
                 records=max(len(s) for s in series),
             )

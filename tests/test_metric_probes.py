@@ -132,6 +132,20 @@ def test_nonfinite_isolated_bad_batch_in_slime_log(tmp_path):
     assert {m["metric"] for m in obs.evidence["metrics"]} == {"step:train/grad_norm", "step:train/loss"}
 
 
+def test_the_fp16_loss_scalers_skipped_updates_are_no_nan_in_training(tmp_path):
+    # MemaSp/FT-Llama2-HRChatbot:outputs/trainer_state.json (fp16 LoRA): `'grad_norm': inf` at step 33 with a loss of
+    # 0.3391 and step 32's LR, finite again at step 34; ChenguangYang96UCR/KG-LLM: nan at steps 1, 2 and 6
+    s = {k: v for k, v in healthy_hf_series(40).items() if k in ("loss", "grad_norm", "lr")}
+    s["grad_norm"][[0, 1, 5, 32]] = [math.nan, math.nan, math.nan, math.inf]
+    obs = examine(NonfiniteOnset(), hf_run(tmp_path / "skips", s))
+    assert obs.outcome == "none", obs.summary
+    assert obs.evidence["scaler_skips"] == [1, 2, 6, 33]
+    assert "loss scaler" in obs.summary
+    # the loss NaN on the same record is a NaN in training
+    s["loss"][32] = math.nan
+    assert examine(NonfiniteOnset(), hf_run(tmp_path / "nan", s)).outcome != "none"
+
+
 def test_a_nan_after_which_nothing_is_updated_is_no_bad_batch(tmp_path):
     # elena-lyulina/Megatron-LM-Attention-Benchmark:attn_bench/logs/1737333.out: `grad norm: nan` at iteration 1, then
     # `grad norm: 0.000` with the lm loss frozen at 1.040111E+01 to the end
