@@ -1017,9 +1017,12 @@ def _states_gone_past(log: LogIndex, result: ErrorScan) -> ErrorScan:
             gone_past.add(path)
             continue
         first = min(mine)
-        after = [m.line.text for m in result.matches
+        # (with the frames each ends: a traceback cut in Ray's `spill_objects_handler` is the spilling that failed,
+        # alpa-projects/alpa#763)
+        after = [" ".join((m.line.text, *m.frames)) for m in result.matches
                  if m.line.path == path and m.line.line_no > first and not m.signature.state] \
-            + [line.text for line, _order, _frames in result.fatal_lines if line.path == path and line.line_no > first]
+            + [" ".join((line.text, *frames)) for line, _order, frames in result.fatal_lines
+               if line.path == path and line.line_no > first]
         # an error after it that is not the disk's (a worker that never registered, verl's `failed to get
         # register_center_actor` in zhiyuanhubj/logic-rl-formula's log with 88 GB free) is the job's own
         if not after or not any(STATE_CONSEQUENCE.search(text) for text in after):

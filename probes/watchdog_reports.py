@@ -199,14 +199,17 @@ class WatchdogReports(Probe):
         same number of collectives on it (Sunshine535/nips-grpo-dynamics' 2gpu_pipeline.log: `[PG ID 3 PG GUID 4
         Rank 0]` at SeqNum 404, an ALLGATHER_BASE of 1,140,480 elements, `Rank 1` at 405, one of 1,216,512). A
         collective completes on a rank only with every rank's part, so one rank past a number the other still waits
-        at called one more, or another, collective there."""
+        at, on another collective, called one more, or another, collective there. The same collective one number
+        apart is a rank that lags, not a mismatch."""
         by_group: dict[str, dict[int, _Report]] = {}
         for r in sorted(reports, key=lambda r: r.seq):
             if r.group is not None:
                 by_group.setdefault(r.group, {}).setdefault(r.rank, r)  # each rank's earliest report
         for group, ranks in sorted(by_group.items()):
             seqs = {r.seq for r in ranks.values()}
-            if len(ranks) < 2 or len(seqs) < 2:
+            # (the same collective one number apart is a rank that lags: a broadcast's root completes before its
+            # receivers, vllm-project/vllm#23448's ranks 0 and 3 at 5730 and 5729, each a BROADCAST of 3,612,672)
+            if len(ranks) < 2 or len(seqs) < 2 or len({r.collective() for r in ranks.values()}) < 2:
                 continue
             members = sorted(ranks.values(), key=lambda r: r.rank)
             return self.observe(

@@ -206,3 +206,11 @@ def test_ranks_of_one_group_waiting_at_different_sequence_numbers_are_a_collecti
     assert step["outcome"] == "collective_mismatch"
     assert step["evidence"]["seqs"] == {"0": 404, "1": 405}
     assert "wait at different collectives" in step["summary"]
+
+
+def test_the_same_collective_one_number_apart_is_a_rank_that_lags(tmp_path, capsys):
+    # vllm-project/vllm#23448: ranks 0 and 3 of one group at 5730 and 5729, each a BROADCAST of 3,612,672 elements
+    text = (_watchdog(0, 5730, "BROADCAST", 3612672, pg="67") + _detected(0, 5730, "67")
+            + _watchdog(3, 5729, "BROADCAST", 3612672, pg="67") + _detected(3, 5729, "67"))
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] != "dist.collective_mismatch"
