@@ -146,6 +146,10 @@ TEXT_KEY = 200
 
 # A line that ends a job even though no guide lists it: an exception line
 # (`RuntimeError: …`, `ray.exceptions.RayTaskError(ValueError): …`) or a hard crash.
+# a `raise SomeError(` code line: a statement of Python source, in a frame, a paste or a script printed into its log
+RAISE_CODE = r"^\s*raise [A-Z]\w*(?:Error|Exception)\("
+
+
 FATAL_LINE = re.compile(
     # (`raise Exception(msg)` prints a bare `Exception: msg`: huggingface/trl#3587)
     r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?:\([^)]*\))?:"
@@ -363,7 +367,7 @@ FATAL_LINE = re.compile(
     r"|\bSubprocess \w+ crashed with exit code -?\d+"
     # a pasted `raise SomeError("…")` code line outside any traceback: the statement the job died on
     # (inside a traceback the code lines are frames, never error lines)
-    r"|^\s*raise [A-Z]\w*(?:Error|Exception)\("
+    r"|" + RAISE_CODE
 )
 
 
@@ -936,7 +940,7 @@ def _teardown_after_training(result: ErrorScan) -> ErrorScan:
     return dataclasses.replace(result, matches=[m for m in result.matches if not teardown(m)])
 
 
-_RAISE_CODE = re.compile(r"^\s*raise [A-Z]\w*(?:Error|Exception)\(")
+_RAISE_CODE = re.compile(RAISE_CODE)
 
 
 def _source_listed(log: LogIndex, result: ErrorScan) -> ErrorScan:
@@ -1062,7 +1066,7 @@ def _headers_give_way(result: ErrorScan) -> ErrorScan:
 
 
 _HEADER = re.compile(r"terminate called after throwing an instance of |^Error executing job with overrides: "
-                     r"|^\s*raise [A-Z]\w*(?:Error|Exception)\("  # a frame's code line above the exception it raised
+                     r"|" + RAISE_CODE +  # a frame's code line above the exception it raised
                      # transformers' lazy import wrapping the error that stopped it, whose words follow on the next
                      # line (utils/import_utils.py `_LazyModule._get_module`: `Failed to import transformers.trainer
                      # because of the following error (look up to see its traceback):\n<the error>`; project-baize/

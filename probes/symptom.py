@@ -491,7 +491,7 @@ class Symptom(Probe):
         """Without a grad norm: a supervised loss exactly 0 on every record after its first. A cross-entropy of 0
         has a gradient of 0, so nothing was learned from those records (AolinGuo/graduate_agent's trainer_log.jsonl:
         122.14 at step 10, then `"loss": 0.0` on all 36 records to step 370)."""
-        loss = loss_with_level(run) if run.metrics.get("loss") is not None else None
+        loss = loss_with_level(run)
         if loss is None:
             return None
         f = loss.finite()
