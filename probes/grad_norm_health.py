@@ -144,8 +144,11 @@ def assess_grad_norm(series: Series, p: GradNormParams, rl: bool = True) -> Grad
     if unstable_frac >= p.unstable_fraction:
         first = int(st[np.argmax(v > p.unstable)])
         a.status, a.onset_step = "sustained_growth", first
+        zeros = int(np.sum(np.isfinite(values) & (values == 0)))
+        # (the share is of the records with a gradient: JuncyLu/trl_DAPO's 7 non-zero of 49, the other 42 exactly 0)
         a.reason = (f"grad_norm exceeds {p.unstable:g} on {unstable_frac:.0%} of {v.size} records "
-                    f"(median {med:.3g}), first at step {first}")
+                    f"(median {med:.3g}), first at step {first}"
+                    + (f"; {zeros} more records are exactly 0, no update on those steps" if zeros else ""))
         return a
     if t.rising(alpha=p.trend_alpha, min_tau=p.trend_min_tau) and tail_median > p.unstable:
         a.status = "sustained_growth"

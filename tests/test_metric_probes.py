@@ -270,6 +270,17 @@ def test_a_supervised_runs_grad_norm_is_judged_on_its_own_level(tmp_path):
     assert examine(GradNormHealth(), hf_run(tmp_path / "rl", r)).outcome == "sustained_growth"
 
 
+def test_the_share_above_the_bar_says_how_many_records_had_no_update(tmp_path):
+    # JuncyLu/trl_DAPO:training_logs/20251022_120531/run_terminal.md: 7 records with a gradient, all above 10, and 42
+    # at exactly 0 (the zero-advantage skip)
+    s = healthy_hf_series(49)
+    s["grad_norm"] = np.zeros(49)
+    s["grad_norm"][[0, 5, 11, 19, 26, 33, 40]] = [47.75, 404.0, 122.5, 218.0, 77.0, 63.0, 112.0]
+    obs = examine(GradNormHealth(), hf_run(tmp_path, s), min_records=5)
+    assert obs.outcome == "sustained_growth", obs.summary
+    assert "on 100% of 7 records" in obs.summary and "42 more records are exactly 0" in obs.summary
+
+
 def test_grad_norm_unavailable_without_series(tmp_path):
     s = healthy_hf_series()
     s["grad_norm"] = None
