@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import os
 import re
 import weakref
 from collections.abc import Iterable
@@ -1265,17 +1266,30 @@ _TRAINING_FINISHED = re.compile(r"\[after training is done\]|Training completed\
 FINISHED_TAIL_BYTES = 4 << 20  # how far before the end of a log its trainer's last words are looked for
 
 
-def _finished_before(line: LogLine) -> dict[str, str] | None:
-    """The trainer's words that training ended, on a line above `line`, in the last FINISHED_TAIL_BYTES of its log."""
+@lru_cache(maxsize=8)
+def _tail_lines(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, ...], bool] | None:
+    """The lines of a log's last FINISHED_TAIL_BYTES and whether they start inside it, read once per file version
+    however many of its lines ask (`size` and `mtime_ns` key the version)."""
     try:
-        with safe_io.open_regular(Path(line.path)) as fh:
-            size = fh.seek(0, 2)
+        with safe_io.open_regular(Path(path)) as fh:
             start = max(0, size - FINISHED_TAIL_BYTES)
             fh.seek(start)
             tail = fh.read(FINISHED_TAIL_BYTES).decode("utf-8", "replace")
     except (OSError, TriageError):
         return None
-    lines = tail.splitlines()[1 if start else 0:]  # (a tail read from inside the log starts mid-line)
+    return tuple(tail.splitlines()[1 if start else 0:]), start > 0  # (a tail read from inside starts mid-line)
+
+
+def _finished_before(line: LogLine) -> dict[str, str] | None:
+    """The trainer's words that training ended, on a line above `line`, in the last FINISHED_TAIL_BYTES of its log."""
+    try:
+        st = os.stat(line.path)
+    except OSError:
+        return None
+    read = _tail_lines(line.path, st.st_size, st.st_mtime_ns)
+    if read is None:
+        return None
+    lines, start = read
     at = next((k for k in range(len(lines) - 1, -1, -1) if line.text and line.text in lines[k]), None)
     if at is None:
         return None

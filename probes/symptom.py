@@ -260,11 +260,9 @@ class Symptom(Probe):
 
         candidates: list[tuple[tuple[int, int], LogLine, str, str]] = []  # (order, line, kind, role)
         cut_headers: list[LogLine] = []
-        errors_at: dict[str, list[int]] = {}
-        for m in result.matches:
-            errors_at.setdefault(m.line.path, []).append(m.line.line_no)
-        for line, _order, _frames in result.fatal_lines:
-            errors_at.setdefault(line.path, []).append(line.line_no)
+        last_error: dict[str, int] = {}  # per file, the line of its last error
+        for err in [m.line for m in result.matches] + [f[0] for f in result.fatal_lines]:
+            last_error[err.path] = max(last_error.get(err.path, 0), err.line_no)
         quiet = count("symptom.quiet_after_lines")
 
         def went_on_quietly(line: LogLine, frames: tuple[str, ...]) -> bool:
@@ -273,7 +271,7 @@ class Symptom(Probe):
             # deactivate'` at line 2 of linskybing/LLM's logs/nv/zero_3.out, 519 lines of DeepSpeed training after it)
             last = log.last_lines.get(line.path)
             return (not frames and last is not None and last - line.line_no > quiet
-                    and not any(n > line.line_no for n in errors_at.get(line.path, ())))
+                    and last_error.get(line.path, 0) <= line.line_no)
 
         for m in result.matches:
             if retrying(m.line.text) or survived(m.line) or (not m.signature.state and went_on_quietly(m.line, m.frames)):
