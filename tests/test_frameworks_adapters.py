@@ -18,7 +18,7 @@ from triage.metrics import CANONICAL
 from triage.run.fragment import open_file_run
 
 HERE = Path(__file__).parent
-FRAMEWORK_NAMES = {"slime", "verl", "openrlhf", "trl", "ms_swift"}
+FRAMEWORK_NAMES = {"slime", "verl", "openrlhf", "trl", "ms_swift", "nemo_rl"}
 
 
 def _log(tmp_path: Path, text: str, name: str = "job.log") -> Path:
@@ -80,6 +80,7 @@ def test_each_framework_names_its_own_way_to_produce_a_missing_artifact():
     assert "trainer_state.json" in frameworks.needs_help("hf_trainer", "trainer_state")
     assert "logging.jsonl" in frameworks.needs_help("ms_swift", "metrics")
     assert "--dump-details" in frameworks.needs_help("miles", "train_dump")
+    assert "logger.tensorboard_enabled" in frameworks.needs_help("nemo_rl", "metrics")
     assert frameworks.needs_help("unknown", "metrics", "fallback") == "fallback"
 
 
@@ -422,6 +423,79 @@ def test_another_programs_progress_bar_is_read_but_names_no_framework(tmp_path):
     assert list(index.metrics.series("openrlhf", "loss")[1]) == [0.117]
 
 
+def _nemo_step(n: int, loss: str, reward: str, kl: str = "0.0006", length: str = "616.4766") -> str:
+    """One step of NeMo-RL's GRPO console, as nemo_rl/algorithms/grpo.py prints it (the lines of a real run's
+    terminal output, sunbc0120/b200-nemo-rl results/terminal_output_raysubmit_EZUWDiwevHsLiJwV.txt, with its
+    worker lines shortened)."""
+    return (
+        f"\n========================= Step {n}/50 =========================\n"
+        "▶ Preparing batch...\n"
+        "▶ Generating responses for batch of size 512...\n"
+        "\x1b[36m(VllmGenerationWorker pid=588925, ip=10.228.0.122)\x1b[0m INFO 02-26 03:57:45 [gpu_worker.py:142] "
+        "Sleep mode freed 97.68 GiB memory, 9.97 GiB memory is still in use.\n"
+        "▶ Training policy...\n"
+        f"Logged data to /data/nemo-rl-logs/exp_008/train_data_step{n}.jsonl\n"
+        "\n📊 Training Results:\n"
+        f"  • Loss: {loss}\n"
+        f"  • Generation KL Error: {kl}\n"
+        f"  • Avg Reward: {reward}\n"
+        f"  • Mean Generation Length: {length}\n"
+        "\n⏱️  Timing:\n"
+        "  • Total step time: 44.74s\n"
+        "  • generation: 32.82s (73.4%)\n"
+        "\n🔍 Performance Metrics:\n"
+        "  • Mean Total Tokens per Sample: 619.48\n"
+        "  • Throughputs (per GPU):\n"
+        "    - E2E (Samples/sec/gpu): 1.43\n"
+    )
+
+
+NEMO_VALIDATION = (
+    "\n📊 Validation Results:\n"
+    "    • Accuracy: 0.3047\n"
+)
+
+
+def test_nemo_rls_step_blocks_are_read_at_their_step_and_only_their_results(tmp_path):
+    text = ("Final config:\n{'grpo': {'num_prompts_per_step': 32}}\n"
+            + _nemo_step(1, "0.0219", "0.3184") + _nemo_step(2, "-0.0042", "0.2656", length="756.4512")
+            + NEMO_VALIDATION + _nemo_step(3, "0.0368", "0.2832"))
+    index = scan_logs([_log(tmp_path, text)])
+    assert index.framework == "nemo_rl"
+    assert index.parsed_by[str(tmp_path / "job.log")] == {"nemo_rl_block": 3}
+    # the timing and throughput items, and the validation's, are not step metrics
+    assert set(index.metrics.keys("nemo_rl")) == {"Loss", "Generation KL Error", "Avg Reward", "Mean Generation Length"}
+    run = open_file_run(str(tmp_path / "job.log"))
+    loss = run.metrics.get("loss")
+    assert (loss.source, list(loss.steps), list(loss.values)) == ("nemo_rl:Loss", [1, 2, 3], [0.0219, -0.0042, 0.0368])
+    assert loss.step_word == "step"
+    assert list(run.metrics.get("reward").values) == [0.3184, 0.2656, 0.2832]
+    # gen_kl_error is KL(P_gen || P_train) (nemo_rl/algorithms/loss/loss_functions.py)
+    assert run.metrics.get("train_rollout_kl").source == "nemo_rl:Generation KL Error"
+    assert list(run.metrics.get("response_length").values) == [616.4766, 756.4512, 616.4766]
+
+
+def test_nemo_rl_results_without_a_step_header_are_not_given_one(tmp_path):
+    block = _nemo_step(7, "0.01", "0.5")
+    text = block[block.index("▶ Training policy"):]  # a paste that starts under the header
+    index = scan_logs([_log(tmp_path, text)])
+    assert index.metrics.count("nemo_rl") == 0
+
+
+def test_a_nemo_rl_loss_gone_nan_is_the_runs_non_finite_onset(tmp_path, capsys):
+    from triage.cli import main
+
+    steps = [_nemo_step(n, "0.0219" if n < 6 else "nan", "0.31" if n < 6 else "0.0000") for n in range(1, 10)]
+    _log(tmp_path, "".join(steps))
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["root_cause"]["id"].startswith("numerics.")
+    onset = [f for f in report["path"] if f["probe"] == "nonfinite_onset"]
+    assert onset and "step 6" in onset[0]["summary"]
+
+
 # --- slime stays as it was ---------------------------------------------------------------------
 
 def test_slime_metric_lines_still_go_through_the_slime_grammar(tmp_path):
@@ -618,6 +692,9 @@ def test_a_progress_bar_cut_at_the_terminals_width_keeps_its_whole_values():
     ("(vLLMHttpServer pid=3847687) (Worker_TP1 pid=3849557) ERROR 06-04 22:25:57 [multiproc_executor.py:932] x", "verl"),
     # the Trainer's log_metrics block alone (hiyouga/LlamaFactory#4278)
     ("***** train metrics *****\n  epoch                    =        3.0\n  train_loss               =        0.0", "trl"),
+    # NeMo-RL's step block and its entry points (nemo_rl/algorithms/grpo.py; NVIDIA-NeMo/RL README)
+    ("📊 Training Results:\n  • Loss: 0.0219\n  • Generation KL Error: 0.0006", "nemo_rl"),
+    ("uv run python examples/run_grpo.py --config examples/configs/grpo_math_1B.yaml", "nemo_rl"),
 ])
 def test_each_frameworks_field_markers_name_it(text, framework):
     assert frameworks.detect(text).name == framework

@@ -60,6 +60,15 @@ SPECIAL = [
     "{'loss': 0.0, 'grad_norm': 4.9e-06, 'learning_rate': 1e-06, 'completions/max_terminated_length':",
     " 85.0, 'reward': 0.0065, 'reward_std': 0.006, 'sampling/importance_sampling_ratio/min'",
     ": 3.2e-21, 'epoch': 0.5}",
+    # NeMo-RL's step block (nemo_rl/algorithms/grpo.py): the step of its header, the items right under the results
+    "========================= Step 4/50 =========================",
+    "▶ Training policy...",
+    "📊 Training Results:",
+    "  • Loss: 0.0219",
+    "  • Generation KL Error: 0.0006",
+    "  • Avg Reward: 0.3184",
+    "⏱️  Timing:",
+    "  • Mean Total Tokens per Sample: 619.48",
 ]
 
 
@@ -149,6 +158,7 @@ def test_parts_give_one_pass_index_wherever_the_cut_falls(tmp_path, monkeypatch,
         for special_at in range(near - len(SPECIAL) - 6, near + 6):
             path.write_text(log_text(n, special_at), encoding="utf-8")
             expected = one_pass([path])
+            assert expected.metrics.count("nemo_rl") == 1
             assert_same(scan_logs([path]), expected)
     assert parts["joined"] > parts["read_here"] > 0
 

@@ -84,6 +84,9 @@ def triage_run(
         notes.append("the job is still running: triaged on what it has written so far")
     if run.artifacts.logs and run.log.truncated_tail:
         notes.append("the log ends mid-line (still being written, or cut): its last line was read as far as it goes")
+    if run.artifacts.logs and run.log.notebook_output:
+        notes.append(f"{', '.join(run.log.notebook_output[:3])}: a notebook's saved output (a JSON array of stream "
+                     "records): its text was read, and its line numbers count the lines of that text")
     if run.artifacts.logs and run.log.skipped_long_lines:
         from triage.formats.slime_log import MAX_LINE_BYTES
 

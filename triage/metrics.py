@@ -33,7 +33,7 @@ SOURCE_OF_KIND = {
     "verl": "log:verl_console", "hf_log": "log:hf_dict", "hf_log_eval": "log:hf_dict", "hf_log_summary": "log:hf_dict",
     "swift": "log:swift_json", "openrlhf": "log:tqdm_postfix", "hf": "trainer_state",
     "tensorboard": "tensorboard", "wandb": "wandb", "jsonl": "jsonl", "csv": "csv", "table": "log:pasted_table",
-    "hf_paste": "log:pasted_records", "wandb_summary": "log:wandb_summary",
+    "hf_paste": "log:pasted_records", "wandb_summary": "log:wandb_summary", "nemo_rl": "log:nemo_rl_block",
 }
 # kinds a framework cell's kind also stands for: the HF Trainer's printed dicts and the
 # log_history records a user pasted are the same records as trainer_state.json's, read when that

@@ -76,6 +76,7 @@ class LogIndex:
     first_timestamp: str | None = None
     last_timestamp: str | None = None
     truncated_tail: bool = False  # the last line has no newline (a log still being written, or cut)
+    notebook_output: list[str] = field(default_factory=list)  # files read as a notebook's stream records
     skipped_long_lines: int = 0  # lines over the per-line cap, counted and not parsed
     unparsed_metric_lines: int = 0
     """Lines shaped like a metric record (`step N: {...}`, `step:N - k:v`, a logged `{'loss': ...}`)

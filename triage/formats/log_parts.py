@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from triage import safe_io
 from triage.formats.log_index import LogIndex
+from triage.formats.notebook_stream import is_notebook_stream
 from triage.formats.slime_log import (
     MAX_LINE_BYTES,
     MAX_TIMERS,
@@ -99,8 +100,9 @@ def _cuts(path: Path) -> list[int]:
         with safe_io.open_regular(path, buffering=0) as fh:  # (a FIFO or device is refused, never waited on)
             fd = fh.fileno()
             size = os.fstat(fd).st_size
-            if size < PARALLEL_MIN_BYTES or os.pread(fd, 2, 0) == b"\x1f\x8b" or _sparse(fd, size):
-                return []  # small; gzip (no offset to start a part at); sparse
+            head = os.pread(fd, 32, 0)
+            if size < PARALLEL_MIN_BYTES or head[:2] == b"\x1f\x8b" or is_notebook_stream(head) or _sparse(fd, size):
+                return []  # small; gzip or a notebook's records (no offset to start a part at); sparse
             # this process starts at once, a worker WORKER_START_S later: the first part is longer by
             # half of what a worker reads meanwhile (halves: both end together)
             head_start = min(int(WORKER_START_S * PART_BYTES_PER_S) // 2, size // (2 * SCAN_PARTS))
@@ -184,6 +186,7 @@ def scan_part(path: Path, start: int, stop: int | None, use_automaton: bool | No
         "tracebacks": scan.tracebacks, "walk": scan.walk, "walk_source": scan.walk_source,
         "walk_budget": scan.walk_budget, "arguments": scan.arguments, "command_parts": scan.command_parts,
         "walk_head": scan.walk_head,
+        "nemo": (scan.nemo_step, scan.nemo_at, scan.nemo_values, scan.nemo_orphans),
     }
 
 
@@ -204,6 +207,10 @@ def _joinable(scan: _FileScan, part: dict) -> bool:
             or scan.lines in scan.ignored_at.values():
         return False  # something open at the cut that the part's lines would have continued
     if theirs.saw_command and scan.out.command_line is not None:
+        return False
+    # a NeMo-RL step block open at the cut, or results the part read before its first step header (the step
+    # is the scan's last header's)
+    if scan.nemo_values or (part["nemo"][3] and scan.nemo_step is not None):
         return False
     if theirs.timers_refused or len(scan.out.timers.keys() | theirs.out.timers.keys()) > MAX_TIMERS:
         return False
@@ -257,6 +264,10 @@ def _join(scan: _FileScan, part: dict) -> None:
     scan.arguments, scan.command_parts = part["arguments"], part["command_parts"]
     head = part["walk_head"]
     scan.walk_head = None if head is None else (head[0] + lines, head[1], head[2])
+    step, at, values, orphans = part["nemo"]
+    scan.nemo_orphans += orphans
+    if step is not None:  # the part's last step header, and the block it left open at its end
+        scan.nemo_step, scan.nemo_at, scan.nemo_values = step, at + lines if at >= 0 else -1, values
 
 
 def _join_index(out: LogIndex, other: LogIndex) -> None:
@@ -270,6 +281,7 @@ def _join_index(out: LogIndex, other: LogIndex) -> None:
             if out.last_timestamp is None or ts > out.last_timestamp:
                 out.last_timestamp = ts
     out.truncated_tail = out.truncated_tail or other.truncated_tail
+    out.notebook_output.extend(f for f in other.notebook_output if f not in out.notebook_output)
     out.skipped_long_lines += other.skipped_long_lines
     out.unparsed_metric_lines += other.unparsed_metric_lines
     out.unparsed_samples.extend(other.unparsed_samples[: MAX_UNPARSED_SAMPLES - len(out.unparsed_samples)])

@@ -19,6 +19,17 @@ through `json`.
                 (NVIDIA/Megatron-LM megatron/training/training.py, training_log); ms-swift's Megatron
                 backend prints its GRPO metrics in the same line (`loss: … | kl: … | reward: …`,
                 modelscope/ms-swift#8173): grammar `megatron_swift`
+  nemo_rl_block a step's metrics printed as a block over several lines (NVIDIA-NeMo/RL nemo_rl/algorithms/grpo.py,
+                grpo_sync.py, ppo.py, sft.py, dpo.py, distillation.py):
+                    ========================= Step 3/50 =========================
+                    …
+                    📊 Training Results:
+                      • Loss: 0.0368
+                      • Generation KL Error: 0.0006
+                      • Avg Reward: 0.2832
+                      • Mean Generation Length: 690.6426
+                The scan keeps the step of the last header and reads the items on the lines right under
+                `Training Results:` (`nemo_step`, `nemo_item`); the timing items after them are not metrics.
 
 A record carries its kind (the MetricTable kind: verl, hf_log, hf_log_eval, hf_log_summary, swift,
 openrlhf), its index (step; for the HF console, which prints no step, the record's
@@ -34,7 +45,8 @@ from typing import Any
 
 from triage.formats.pyrepr import parse_metric_dict
 
-__all__ = ["MetricRecord", "Unparsed", "parse_framework_metric", "GRAMMAR_FRAMEWORK"]
+__all__ = ["MetricRecord", "Unparsed", "parse_framework_metric", "GRAMMAR_FRAMEWORK", "nemo_step", "nemo_item",
+           "NEMO_RESULTS"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +64,7 @@ class Unparsed(Exception):
 # which framework (adapter name) a grammar's records vote for
 GRAMMAR_FRAMEWORK = {
     "slime_dict": "slime", "verl_console": "verl", "hf_dict": "hf_trainer", "swift_json": "ms_swift",
-    "tqdm_postfix": "openrlhf", "megatron_log": "megatron", "megatron_swift": "ms_swift",
+    "tqdm_postfix": "openrlhf", "megatron_log": "megatron", "megatron_swift": "ms_swift", "nemo_rl_block": "nemo_rl",
 }
 
 _VERL = re.compile(r"(?:^|[\s\]>)])step:(?P<n>\d+) - (?P<rest>.+)$")
@@ -71,6 +83,29 @@ _HF_KEYS = frozenset({
     "train_runtime", "eval_loss", "completions/mean_length", "frac_reward_zero_std", "policy_loss",
     "clip_ratio/region_mean", "rewards/mean",
 })
+
+
+# NeMo-RL's step header (`f"\\n{'=' * 25} Step {current_step + 1}/{…} {'=' * 25}"`), the line that opens a step's
+# results and one item of them (`f"  • Loss: {metrics['loss']:.4f}"`; DPO and the reward model print their metric
+# fields' own names, `  • accuracy: 0.5312`)
+_NEMO_STEP = re.compile(r"^\s*=+ Step (?P<n>\d+)/\d+ =+\s*$")
+NEMO_RESULTS = "Training Results:"
+_NEMO_ITEM = re.compile(r"^\s*\u2022 (?P<k>[A-Za-z][\w ./-]*?): (?P<v>\S+)\s*$")
+
+
+def nemo_step(msg: str) -> int | None:
+    """The step a NeMo-RL step header opens, or None when the line is not one."""
+    m = _NEMO_STEP.match(msg)
+    return int(m.group("n")) if m and len(m.group("n")) <= 18 else None
+
+
+def nemo_item(msg: str) -> tuple[str, float] | None:
+    """One `  • Name: value` item with a numeric value (`Total step time: 44.74s` is not one)."""
+    m = _NEMO_ITEM.match(msg)
+    if m is None:
+        return None
+    v = _number(m.group("v"))
+    return None if v is None else (m.group("k"), v)
 
 
 def _number(text: str) -> float | None:

@@ -49,7 +49,16 @@ from triage.formats.log_index import (
     TimerStats,
     Traceback,
 )
-from triage.formats.metric_lines import GRAMMAR_FRAMEWORK, MetricRecord, Unparsed, parse_framework_metric
+from triage.formats import notebook_stream
+from triage.formats.metric_lines import (
+    GRAMMAR_FRAMEWORK,
+    NEMO_RESULTS,
+    MetricRecord,
+    Unparsed,
+    nemo_item,
+    nemo_step,
+    parse_framework_metric,
+)
 from triage.formats.pyrepr import parse_metric_record
 
 try:  # optional: one multi-pattern pass per chunk instead of one pass per marker
@@ -242,7 +251,7 @@ ERROR_WORDS: tuple[str, ...] = (
 # `9: {`: a bare `: {` also marks every dict a job prints that is not a metric record
 # (slime's `Memory-Usage ...: {...}` lines, six times as many as its metric lines in the
 # benchmark log), and each such hit cost a step of the Python loop.
-_METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK = 1, 2, 4, 8, 16
+_METRIC_MARK, _ERROR_MARK, _TRACE_MARK, _OTHER_MARK, _FW_MARK, _NEMO_MARK = 1, 2, 4, 8, 16, 32
 _SPILLED: tuple[tuple[bytes, int], ...] = (
     *((word.encode(), _ERROR_MARK) for word in SPILLED_ERROR_WORDS),
     # vLLM's own report of what a sleep left on the GPU (v1/worker/gpu_worker.py: `Sleep mode freed 43.82 GiB memory,
@@ -251,6 +260,9 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     # torch's warning for a std / var over one element (aten ReduceOps.cpp: `std(): degrees of freedom is <= 0`):
     # a GRPO group of a single sample (FanqingM/MM-Eureka-V0#14, lzhxmu/CPPO#3)
     (b"degrees of freedom is <= 0", _OTHER_MARK),
+    # NeMo-RL's step blocks (triage.formats.metric_lines, `nemo_rl_block`): the step header, the line over a step's
+    # results, and an item (`  • Loss: 0.0368`, U+2022 in UTF-8)
+    (b"= Step ", _NEMO_MARK), (NEMO_RESULTS.encode(), _NEMO_MARK), ("\u2022 ".encode(), _NEMO_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
@@ -1030,6 +1042,12 @@ class _FileScan:
         self.hf_pending: tuple[MetricRecord, int] | None = None
         self.hf_last: tuple[dict[str, object], int] | None = None
         self.sniff = True  # the first chunk read is checked for binary data (not so for a later part)
+        # NeMo-RL's step blocks: the step of the last header, the line the next result item must be on (the items
+        # follow `Training Results:` line by line), the items read so far, and result lines before any header
+        self.nemo_step: int | None = None
+        self.nemo_at = -1
+        self.nemo_values: dict[str, object] = {}
+        self.nemo_orphans = 0
 
     # -- reading ---------------------------------------------------------------
 
@@ -1042,14 +1060,17 @@ class _FileScan:
         except OSError as exc:
             raise CorruptArtifact(self.path, f"cannot read log: {exc.strerror or exc}") from None
         try:
-            magic = fh.read(2)
+            magic = fh.read(len(notebook_stream.MAGIC) + 3)
             fh.seek(0)
         except OSError as exc:
             fh.close()
             raise CorruptArtifact(self.path, f"cannot read log: {exc.strerror or exc}") from None
-        if magic == b"\x1f\x8b":
+        if magic[:2] == b"\x1f\x8b":
             fh.close()
             return gzip.open(self.path, "rb")  # type: ignore[return-value]
+        if notebook_stream.is_notebook_stream(magic):
+            self.out.notebook_output.append(self.where)
+            return notebook_stream.NotebookStream(fh)  # type: ignore[return-value]
         return fh
 
     def _read(self, fh: BinaryIO, buf: bytearray) -> int:
@@ -1093,7 +1114,8 @@ class _FileScan:
         """
         out = self.out
         # One buffer for the whole file: memory stays the same whatever the log's size.
-        size = CHUNK_BYTES if isinstance(fh, gzip.GzipFile) else os.fstat(fh.fileno()).st_size - fh.tell() + 1
+        size = CHUNK_BYTES if isinstance(fh, (gzip.GzipFile, notebook_stream.NotebookStream)) \
+            else os.fstat(fh.fileno()).st_size - fh.tell() + 1
         data = bytearray(max(1, min(CHUNK_BYTES, size)))
         left = None if stop is None else stop - fh.tell()  # bytes still to read before `stop`
         carry = b""  # the start of a line that continues in the next chunk
@@ -1165,6 +1187,7 @@ class _FileScan:
     def end_of_file(self) -> None:
         """What only the end of the file settles: the last timestamp, open tracebacks and blocks."""
         self.flush_hf_pending()
+        self.flush_nemo()
         self._sample_tail()
         self._close_all_tracebacks()
         if self.walk == "dict" and self.walk_head is not None and self._salvage_cut_dict():
@@ -1389,6 +1412,10 @@ class _FileScan:
                 if not self._metric(m):
                     self._wrapped_or_unparsed(raw, m.group(0), line_no, marks)
                 return
+        if self.nemo_values and line_no > self.nemo_at:
+            self.flush_nemo()  # the step's result items ended on the line before
+        if marks & _NEMO_MARK and self._nemo(msg, line_no):
+            return
         if marks & _FW_MARK and self._framework_metric(msg, raw, line_no, marks,
                                                           line.fmt is not None or line.level is not None):
             return
@@ -1494,6 +1521,41 @@ class _FileScan:
             self.flush_hf_pending()
         self._add_record(rec)
         self.hf_last = (rec.values, line_no)
+
+    def _nemo(self, msg: str, line_no: int) -> bool:
+        """A line of NeMo-RL's step block (`metric_lines.nemo_rl_block`); True when it was one."""
+        if line_no == self.nemo_at and "\u2022 " in msg:
+            item = nemo_item(msg)
+            if item is not None:
+                self.nemo_values[item[0]] = item[1]
+                self.nemo_at += 1
+                return True
+        if NEMO_RESULTS in msg and msg.strip().endswith(NEMO_RESULTS):
+            self.flush_nemo()
+            if self.nemo_step is None:
+                self.nemo_orphans += 1  # no header yet: no step to put the results at
+            else:
+                self.nemo_at = line_no + 1
+            return True
+        if "= Step " in msg:
+            step = nemo_step(msg)
+            if step is not None:
+                self.flush_nemo()
+                self.nemo_step = step
+                self.nemo_at = -1
+                return True
+        return False
+
+    def flush_nemo(self) -> None:
+        values = self.nemo_values
+        if values and self.nemo_step is not None:
+            self.nemo_values = {}
+            self.nemo_at = -1
+            grammar = "nemo_rl_block"
+            self.grammar_counts[grammar] = self.grammar_counts.get(grammar, 0) + 1
+            fw = GRAMMAR_FRAMEWORK[grammar]
+            self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
+            self.out.metrics.add("nemo_rl", self.nemo_step, values)
 
     def flush_hf_pending(self) -> None:
         if self.hf_pending is not None:

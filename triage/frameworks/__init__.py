@@ -1,7 +1,7 @@
 """Framework adapters: what each RL post-training framework's runs look like.
 
 One module per framework family (`slime.py`, `verl.py`, `openrlhf.py`, `trl.py`,
-`ms_swift.py`), each declaring a `Framework`:
+`ms_swift.py`, `nemo_rl.py`), each declaring a `Framework`:
 
   - how its logs are recognised (`log_markers`: substrings only its logs print),
   - its metric-line grammars (names of the grammars in `triage.formats.metric_lines`),
@@ -175,9 +175,9 @@ def registry() -> dict[str, Framework]:
             raise PlaybookError(f"entry point {ep.name} ({ep.value}) is not a triage.frameworks.Framework")
         found[fw.name] = fw
     if not found:
-        from triage.frameworks import ms_swift, openrlhf, slime, trl, verl
+        from triage.frameworks import ms_swift, nemo_rl, openrlhf, slime, trl, verl
 
-        for mod in (slime, verl, openrlhf, trl, ms_swift):
+        for mod in (slime, verl, openrlhf, trl, ms_swift, nemo_rl):
             found[mod.FRAMEWORK.name] = mod.FRAMEWORK
     return found
 
