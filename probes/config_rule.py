@@ -228,6 +228,38 @@ class Params(BaseModel):
     rule: Rule
 
 
+
+# the tail of a log read for the last step it names (a progress bar's count, a `step N:` record)
+TAIL_BYTES = 1 << 20
+
+
+def trained_past_start(run: Run) -> str | None:
+    """What shows the run trained past its first step: two or more training records, or a step count past 1 in
+    the tail of a log; None when nothing does."""
+    metrics = getattr(run, "metrics", None) if run.has("metrics") else None
+    if metrics is not None:
+        for name in ("loss", "grad_norm", "reward", "lr"):
+            series = metrics.get(name)
+            if series is not None and len(series) >= 2:
+                return f"{len(series)} {series.step_word}s of {series.key}"
+    from triage import safe_io
+    from triage.formats.tracebacks import last_step_in
+
+    for path in run.artifacts.logs[:8]:
+        try:
+            with safe_io.open_regular(path) as fh:
+                if fh.read(2) == b"\x1f\x8b":
+                    continue  # (a gzip log's tail is no text)
+                size = fh.seek(0, 2)
+                fh.seek(max(0, size - TAIL_BYTES))
+                tail = fh.read(TAIL_BYTES)
+        except OSError:
+            continue
+        step = last_step_in(tail)
+        if step is not None and step[0] >= 2:
+            return f"{'a progress bar at' if step[1] else ''} step {step[0]} in {Path(path).name}".strip()
+    return None
+
 class ConfigRule(Probe):
     """One configuration rule from the guides, with the arithmetic behind the answer."""
 
@@ -448,6 +480,23 @@ class ConfigRule(Probe):
     # global_batch ---------------------------------------------------------------------
 
     def _rule_global_batch(self, run: Run) -> Observation:
+        """The batch arithmetic the frameworks assert at start-up. A run that trained past its first step got past
+        that assertion: arguments read as breaking it are not what that run's version checked (another version's
+        rule, or a config that is not the run's), so they are no finding (LeiLiLab/WALAR's grpo.log: verl's printed
+        config with data.train_batch_size 64 under ppo_mini_batch_size 256, and 33 steps of its Training Progress)."""
+        found = self._global_batch(run)
+        if found.outcome != "violated":
+            return found
+        past = trained_past_start(run)
+        if past is None:
+            return found
+        return self._obs(
+            "not_applicable",
+            f"The arguments as read break the start-up check ({found.summary.rstrip('.')}), yet the run trained past "
+            f"start-up ({past}): its framework did not refuse them, so the check read is not the one it made.",
+            0.5, **{k: v for k, v in found.evidence.items() if k != "rule"}, trained_past_start=past)
+
+    def _global_batch(self, run: Run) -> Observation:
         rbs = arg_int(run, "rollout_batch_size")
         n = arg_int(run, "n_samples_per_prompt") or 1
         gbs = arg_int(run, "global_batch_size")
@@ -843,12 +892,15 @@ class ConfigRule(Probe):
 
     @staticmethod
     def _explicit(run: Run, name: str) -> bool:
-        """Whether the user set `name` (command line / manifest), not a default printed in the arguments block."""
+        """Whether the user set `name` (command line / manifest), not a default printed in the arguments block or
+        the resolved config the log printed."""
+        from triage.formats.run_args import PRINTED_CONFIG
+
         try:
             source = run.args.source_of(name)
         except (TriageError, AttributeError):
             return True
-        return source is None or "argument" not in str(source).lower()
+        return source is None or ("argument" not in str(source).lower() and source != PRINTED_CONFIG)
 
     # moe_routing_replay ---------------------------------------------------------------
 

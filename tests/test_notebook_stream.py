@@ -74,3 +74,12 @@ def test_a_large_notebook_log_is_read_in_one_pass(tmp_path, monkeypatch):
     log = _notebook_log(tmp_path / "big.log", records=40)
     assert log_parts._cuts(log) == []
     assert scan_logs([log]).metrics.count("hf_log") == 40
+
+
+def test_a_notebooks_version_lines_are_read_from_its_text(tmp_path):
+    from triage.versions import head_bytes
+
+    log = tmp_path / "k.log"
+    log.write_text("[" + _record("stdout", 3.0, "Successfully installed trl-0.19.0 vllm-0.9.2\n") + "\n]",
+                   encoding="utf-8")
+    assert head_bytes(log, 1 << 20) == b"Successfully installed trl-0.19.0 vllm-0.9.2\n"

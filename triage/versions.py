@@ -340,17 +340,25 @@ def version_files(root: Path, depth: int = 2) -> list[Path]:
 
 
 def head_bytes(path: Path, limit: int) -> bytes:
-    """The first `limit` bytes of a text or gzip log, cut after its last whole line; b"" when unreadable.
+    """The first `limit` bytes of a text or gzip log (a notebook's stream records: their text), cut after its last
+    whole line; b"" when unreadable.
 
     Opened through `safe_io.open_regular`: only regular files inside the run's allowed roots.
     """
     from triage import safe_io
 
     try:
+        from triage.formats.notebook_stream import MAGIC, NotebookStream, is_notebook_stream
+
         with safe_io.open_regular(path) as fh:
-            gz = fh.read(2) == b"\x1f\x8b"
+            magic = fh.read(len(MAGIC) + 3)
             fh.seek(0)
-            data = gzip.GzipFile(fileobj=fh).read(limit) if gz else fh.read(limit)
+            if magic[:2] == b"\x1f\x8b":
+                data = gzip.GzipFile(fileobj=fh).read(limit)
+            elif is_notebook_stream(magic):
+                data = NotebookStream(fh).read(limit)  # the text of a notebook's stream records
+            else:
+                data = fh.read(limit)
     except (OSError, EOFError, zlib.error):
         return b""
     if len(data) >= limit:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # Sources, lowest priority first.
 ARGUMENTS_BLOCK = "arguments_block"
 CONFIG_FILE = "config_file"  # YAML configs, Hydra's composed .hydra/config.yaml
+PRINTED_CONFIG = "printed_config"  # the resolved config a job printed at start-up (verl, NeMo-RL), defaults included
 PYTHON_CONFIG = "python_config"  # GRPOConfig(...) / TrainingArguments(...) keywords in a script
 LAUNCH_SCRIPT = "launch_script"  # a bash launch script's training command, variables expanded
 HYDRA_OVERRIDES = "hydra_overrides"  # `a.b.c=v` on a command line
@@ -256,7 +257,8 @@ class RunArgs(Mapping[str, object]):
 def collect_run_args(run: Run) -> RunArgs:
     """Every source of arguments a run has, merged; later sources override earlier ones.
 
-    Lowest priority first: Megatron's arguments block in the log, YAML configs (Hydra's
+    Lowest priority first: Megatron's arguments block in the log, the resolved config the log
+    printed at start-up (verl's and NeMo-RL's pprint of it), YAML configs (Hydra's
     composed config), `GRPOConfig(...)` keywords of a training script, launch scripts'
     training commands (bash variables and arrays expanded), the command line found in
     the log, the command line file / manifest `command` (flags and Hydra overrides), the
@@ -283,6 +285,11 @@ def collect_run_args(run: Run) -> RunArgs:
         log = run.log
         if log.arguments:
             layer(parse_arguments_block(log.arguments), ARGUMENTS_BLOCK)
+        from triage.formats.printed_config import printed_config
+
+        printed = printed_config(artifacts.logs)
+        if printed is not None:
+            layer(printed.values, PRINTED_CONFIG)
     for path in getattr(artifacts, "configs", ()):
         from triage.formats.hydra_overrides import read_config_yaml
 

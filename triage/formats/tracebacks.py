@@ -584,7 +584,7 @@ class TracebackReader:
     def _records(self, data: bytes, start: int, end: int) -> None:
         """The last step and rollout records of a stretch, found from its end backwards (the
         stretch may be hundreds of MB of records; only its last one of each kind matters)."""
-        step = _last_record(data, start, end, (b"step ", b"step:", b"s/it]", b"it/s]"), b"rollout")
+        step = last_step_in(data, start, end)
         if step is not None:
             self.step, self.step_from_bar = step
         rollout = _last_record(data, start, end, (b"rollout ",), b"step")
@@ -987,6 +987,13 @@ def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | Non
              if not g.first.root.type and (g.first.root.frames or header_alone or g.first.root.link == "ray")
              and (paths is None or g.first.path in paths) and not went_on_after(reader, g.first, went_on)]
     return min(found, key=lambda c: (c.path, c.start_line)) if found else None
+
+
+def last_step_in(data: bytes, start: int = 0, end: int | None = None) -> tuple[int, bool] | None:
+    """The last training step data[start:end] names (a `step N:` record, or the count of a progress bar that counts
+    steps), and whether a bar's count gave it."""
+    return _last_record(data, start, len(data) if end is None else end, (b"step ", b"step:", b"s/it]", b"it/s]"),
+                        b"rollout")
 
 
 def _last_record(data: bytes, start: int, end: int, needles: tuple[bytes, ...], other: bytes) -> tuple[int, bool] | None:
