@@ -68,6 +68,12 @@ _GROUP_STD_WARNING = re.compile(r"(?:grpo\w*|experience_maker)\.py:\d+: UserWarn
                                 r"degrees of freedom is <= 0", re.I)
 # Samples per prompt (the GRPO group size): slime / OpenRLHF, TRL, verl.
 GROUP_SIZE_ARGS = ("n_samples_per_prompt", "num_generations", "actor_rollout_ref.rollout.n")
+# Advantage estimators that do not normalise a reward within its prompt's group, so a group of one is no fault:
+# PPO's GAE with a critic, REINFORCE++ (batch-wide whitening), ReMax (a greedy baseline), OpenRLHF's plain REINFORCE
+# (volcengine/verl verl/trainer/ppo/core_algos.py AdvantageEstimator; THUDM/slime slime/utils/arguments.py;
+# OpenRLHF/OpenRLHF openrlhf/cli/train_ppo_ray.py). A verl PPO run with rollout.n=1 under `gae` (Bihan/dstack-configs'
+# verl_demo.log) is the estimator working as designed.
+UNGROUPED_ESTIMATORS = frozenset({"gae", "ppo", "reinforce_plus_plus", "remax", "reinforce"})
 # Chat / end-of-sequence markers a response carries after the answer (`<|im_end|>`, `</s>`).
 SPECIAL_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>|</s>|<s>|<eos>|<pad>")
 
@@ -241,6 +247,11 @@ def _nonfinite_from_first(series: Series | None) -> dict[str, Any] | None:
 
 def degenerate_groups(run: Run, p: RewardParams, zero_frac: Series | None) -> RewardAssessment | None:
     """Groups too small for group-normalised advantages: 1 sample per prompt, or 2 with most groups equal."""
+    from probes.config_rule import arg_str
+
+    estimator = arg_str(run, "advantage_estimator", "algorithm.adv_estimator")
+    if estimator is not None and estimator.strip().lower() in UNGROUPED_ESTIMATORS:
+        return None  # no group normalisation: one sample per prompt is how the estimator works
     size = group_size(run)
     warned = single_sample_warning(run) if size is None else None
     if warned is not None:

@@ -99,3 +99,17 @@ def test_json_nested_deeper_than_the_parser_goes_is_a_bad_line_not_a_crash(tmp_p
     (tmp_path / "pip_list.json").write_text("[" * 200_000)
     rc = main(["run", str(tmp_path), "--no-cache", "--json"])
     assert rc in (0, 3), capsys.readouterr().err
+
+
+def test_areal_stats_exported_to_csv_are_read_under_its_own_names(tmp_path):
+    # ethanewer/teacher-answer-rl's *_training_metrics.csv: AReaL's stats_tracker keys per step (areal/engine/ppo/actor.py,
+    # under the trainer's `ppo_actor` scope)
+    header = ["step", "ppo_actor/update/entropy/avg", "ppo_actor/update/grad_norm", "ppo_actor/task_reward/avg",
+              "ppo_actor/no_eos_ratios/avg", "timeperf/train_step"]
+    rows = [[i, 0.2 + 0.001 * i, 0.7, 0.4 + 0.002 * i, 0.0078125, 44.0] for i in range(1, 41)]
+    _write(tmp_path / "grpo_baseline_training_metrics.csv", header, rows)
+    run = open_run(str(tmp_path))
+    assert run.metrics.get("grad_norm").source == "csv:ppo_actor/update/grad_norm"
+    assert run.metrics.get("reward").source == "csv:ppo_actor/task_reward/avg"
+    assert run.metrics.get("truncated_ratio").values[0] == 0.0078125  # AReaL's share with no EOS
+    assert run.metrics.get("entropy").source == "csv:ppo_actor/update/entropy/avg"

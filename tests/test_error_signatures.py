@@ -2584,6 +2584,19 @@ def test_a_keyboard_interrupt_alone_is_a_stop_from_outside_not_a_crash(tmp_path)
     assert "SIGTERM" not in obs.summary.split(":")[0]
 
 
+def test_a_keyboard_interrupt_printed_with_an_empty_message_is_one_too(tmp_path):
+    # Arnie-He/BLPO's W&B output.log: jax re-raises the Ctrl-C from a host callback as `KeyboardInterrupt:`
+    log = ("global step=4034560, episodic return=1317.6922607421875\n"
+           "Traceback (most recent call last):\n"
+           '  File "/home/arnie/Stackelberg_RL/continuous_stppo.py", line 281, in <module>\n    out = train_jit(rng)\n'
+           '  File "/home/arnie/miniconda3/lib/python3.11/site-packages/jax/_src/interpreters/mlir.py", line 2776, '
+           "in _wrapped_callback\n"
+           "KeyboardInterrupt:\n")
+    obs = examine(tmp_path, HEAD + log)
+    assert obs.outcome == "terminated", obs.summary
+    assert obs.evidence["signature"] == "keyboard_interrupt"
+
+
 def test_a_keyboard_interrupt_after_the_jobs_own_error_gives_way_to_it(tmp_path):
     log = ("Traceback (most recent call last):\n  File \"/root/train.py\", line 9, in <module>\n    main()\n"
            "ZeroDivisionError: division by zero\n"

@@ -750,3 +750,33 @@ def test_ms_swifts_dicts_before_global_step_are_its_own_records():
     rec = parse_framework_metric("{'loss': 6.52929688, 'acc': 0.1, 'learning_rate': 1e-05, 'epoch': 0.01, "
                                  "'memory(GiB)': 10.31, 'train_speed(iter/s)': 0.01689}")
     assert rec is not None and rec.grammar == "swift_json" and rec.values["loss"] == 6.52929688
+
+
+def test_an_adapter_that_cannot_be_imported_is_skipped_and_the_others_read(tmp_path, monkeypatch, capsys):
+    """An installed package's entry points naming a module the checkout lacks (or a plugin's own import error) cost
+    that adapter only, with a warning naming it, not every triage."""
+    from importlib import metadata
+
+    real = metadata.entry_points
+
+    def entry_points(group=None, **kw):
+        found = list(real(group=group, **kw))
+        if group == frameworks.ENTRY_POINT_GROUP:
+            found.append(metadata.EntryPoint("gone", "triage.frameworks.no_such_module:FRAMEWORK", group))
+        return found
+
+    import json
+
+    from triage.cli import main
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    frameworks.registry.cache_clear()
+    try:
+        rc = main(["run", str(_log(tmp_path, VERL_LOG)), "--json", "--no-cache"])
+        reg = frameworks.registry()
+    finally:
+        frameworks.registry.cache_clear()
+    captured = capsys.readouterr()
+    assert rc in (0, 3) and json.loads(captured.out)["run"]["framework"] == "verl"
+    assert FRAMEWORK_NAMES <= set(reg) and "gone" not in reg
+    assert "framework_adapter_skipped" in captured.err and "no_such_module" in captured.err

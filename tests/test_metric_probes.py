@@ -1034,6 +1034,16 @@ def test_reward_degenerate_groups_of_one_sample(tmp_path):
     assert "single sample" in obs.summary
 
 
+@pytest.mark.parametrize("estimator, outcome", [("gae", None), ("reinforce_plus_plus", None), ("grpo", "degenerate_groups")])
+def test_one_sample_per_prompt_is_no_fault_for_an_estimator_without_groups(tmp_path, estimator, outcome):
+    # verl's PPO (algorithm.adv_estimator=gae) samples once per prompt by design (Bihan/dstack-configs' verl_demo.log:
+    # actor_rollout_ref.rollout.n 1 under `gae`); GRPO normalises within the prompt's group and cannot
+    s = noisy_series(12, seed=31, per_prompt=1)
+    run = hf_run(tmp_path, s, manifest={"args": {"actor_rollout_ref.rollout.n": 1, "algorithm.adv_estimator": estimator}})
+    obs = examine(RewardSignal(), run)
+    assert (obs.outcome == "degenerate_groups") == (outcome == "degenerate_groups"), obs.summary
+
+
 # FanqingM/MM-Eureka-V0#14 as pasted (a copy of TRL's GRPO trainer run with one generation per prompt)
 EUREKA_ONE_SAMPLE = (
     "  0%|          | 0/19788 [00:00<?, ?it/s]/pcl_data/users/wyl/src/open_r1/trainer/grpo_trainer_vllm.py:552: "

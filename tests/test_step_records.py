@@ -156,3 +156,18 @@ def test_deepspeeds_step_report_and_a_bracketed_step_are_records():
     records = step_lines(lines)
     assert (1, {"skipped": 1.0, "lr": 1e-05}) in records
     assert any(step == 2 and row.get("loss") == 5.1898 for step, row in records)
+
+
+def test_tinker_cookbooks_metrics_are_read_under_its_names(tmp_path):
+    # sushantmehta-code/tinker-cookbook's logs_v2p7/metrics.jsonl (tinker_cookbook/rl/metrics.py, metric_util.py)
+    import json
+
+    rows = [{"step": i, "progress/batch": i, "optim/lr": 4e-05, "env/all/reward/total": 0.55 + 0.001 * i,
+             "optim/kl_sample_train_v1": 0.0008, "optim/entropy": 0.52 - 0.001 * i} for i in range(30)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    from triage.run import open_run
+
+    run = open_run(str(tmp_path))
+    assert run.metrics.get("reward").source == "jsonl:env/all/reward/total"
+    assert run.metrics.get("train_rollout_kl").source == "jsonl:optim/kl_sample_train_v1"
+    assert run.metrics.get("entropy").values[0] == 0.52

@@ -53,11 +53,27 @@ def records(text: str) -> Iterator[tuple[int, dict[str, float]]]:
 
 
 def pasted_records(texts: Iterable[str]) -> MetricTable:
-    """The multi-line records of pasted texts, as one metric table."""
+    """The multi-line records of pasted texts, as one metric table. A record whose every value a record of the same
+    step already gave is a copy of it, not a step of its own: a script that saves a run's history keeps each series
+    apart beside the whole records (shreyashreddyk/json-extraction-qlora-dpo's *_dpo_history.json: `train_loss`'s
+    `{epoch, loss, step}` records and `learning_rate`'s beside `raw_log_history`), which read in turn had restarted
+    the run at step 1 twice."""
     table = MetricTable()
     for text in texts:
         if "{" not in text or '"step"' not in text:
             continue
+        seen: dict[int, dict[str, float]] = {}
         for step, record in records(text):
+            given = seen.get(step)
+            if given is not None and all(k in given and _same(given[k], v) for k, v in record.items()):
+                continue
+            if given is None:
+                seen[step] = dict(record)
+            else:
+                given.update((k, v) for k, v in record.items() if k not in given)
             table.add(KIND, step, record)
     return table
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))

@@ -166,11 +166,20 @@ def registry() -> dict[str, Framework]:
 
     The built-ins are registered in pyproject.toml exactly like a third-party package's;
     when the package metadata is missing (a source checkout never installed), they are
-    loaded directly.
+    loaded directly. An adapter whose module cannot be imported is skipped with a warning on
+    stderr: the others still read the run.
     """
     found: dict[str, Framework] = {}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        fw = ep.load()
+        try:
+            fw = ep.load()
+        except Exception as exc:  # noqa: BLE001 - an adapter that cannot be imported is skipped, the others read
+            # (an installed package's entry points naming a module its checkout lacks, or a plugin's own bug)
+            import structlog
+
+            structlog.get_logger("triage.frameworks").warning(
+                "framework_adapter_skipped", adapter=ep.name, entry_point=ep.value, error=f"{type(exc).__name__}: {exc}")
+            continue
         if not isinstance(fw, Framework):
             raise PlaybookError(f"entry point {ep.name} ({ep.value}) is not a triage.frameworks.Framework")
         found[fw.name] = fw

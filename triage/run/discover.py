@@ -33,6 +33,12 @@ NOT_LOGS = {"latest_checkpointed_iteration.txt", "cmdline.txt", "command.txt", "
 COMMAND_FILES = ("cmdline.txt", "command.txt", "cmd.txt", "entrypoint.txt")
 ITER_DIR = re.compile(r"^iter_\d{7}$")
 FLIGHT_RECORDER = re.compile(r"(nccl_trace|fr_trace|flight_recorder|flightrecorder)", re.I)
+# A JSON file of a trainer's records under another name than trainer_state.json: a script's dump of
+# `trainer.state.log_history` (a list of records, kartikmunjal/rlhf-and-reward-modelling-alt's trajectory.json), or an
+# object that keeps it under `log_history` / `raw_log_history` (shreyashreddyk/json-extraction-qlora-dpo's
+# *_dpo_history.json). Read as `triage run FILE` reads it.
+_JSON_RECORD_LIST = re.compile(rb'^\s*\[\s*\{(?P<first>[^{}]{0,4096})\}')
+_JSON_HISTORY_KEY = re.compile(rb'"(?:raw_)?log_history"\s*:\s*\[\s*\{')
 FILE_KINDS = ("logs", "trainer_states", "rollout_dumps", "train_dumps", "flight_recorder")
 DIR_KINDS = ("checkpoints", "hf_checkpoints", "engine_weights")
 # found on disk only (the manifest does not name them): metrics beyond the log, argument sources
@@ -374,6 +380,22 @@ class _Walk:
         return isinstance(row, dict) and any(isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool)
                                              for k in STEP_KEYS)
 
+    def _json_records(self, path: Path) -> bool:
+        """Whether a JSON file holds a trainer's step records (`_JSON_RECORD_LIST`, `_JSON_HISTORY_KEY`): a list whose
+        first record names its step, or a `log_history` list; a data set's rows name no step."""
+        from triage.formats.jsonl_metrics import STEP_KEYS
+
+        try:
+            with safe_io.open_regular(path, self.roots) as fh:
+                head = fh.read(256 << 10)
+        except OSError:
+            return False
+        if _JSON_HISTORY_KEY.search(head):
+            return True
+        m = _JSON_RECORD_LIST.match(head)
+        return m is not None and any(re.search(rb'"%s"\s*:\s*-?\d' % re.escape(k.encode()), m.group("first"))
+                                     for k in STEP_KEYS)
+
     def _found_kind(self, here: Path, path: Path) -> bool:
         """Metrics beyond the log and argument sources; True when `path` is one of them."""
         found = self.found
@@ -393,6 +415,8 @@ class _Walk:
             found.metric_jsonl.append(path)
         elif name.endswith(".jsonl") and near_root and self._step_records(path):
             found.metric_jsonl.append(path)
+        elif name.endswith(".json") and near_root and self._json_records(path):
+            found.logs.append(path)
         elif METRIC_CSV.search(name) and here.name not in ("rollout_result", "trajectory", "rollout_data"):
             found.metric_csv.append(path)
         elif name.endswith(".sh") and near_root:
