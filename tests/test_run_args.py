@@ -336,3 +336,35 @@ def test_a_config_call_pasted_under_prose_is_read(tmp_path):
     args = open_run(str(tmp_path)).args
     assert args.get("num_generations") == 4 and args.get("learning_rate") == 5e-6
     assert args.source_of("num_generations") == "python_config"
+
+
+def test_ms_swifts_args_json_is_the_runs_arguments(tmp_path):
+    # fyh2001/megatron-sft-recipes' run_mbs1_ga2_gbs8_offload/args.json: ms-swift writes every argument of the run to
+    # its output directory (swift/llm/argument/base_args/base_args.py, save_args)
+    import json
+
+    from triage.run import open_run
+
+    (tmp_path / "args.json").write_text(json.dumps(
+        {"model": "/models/gemma-4", "per_device_train_batch_size": 1, "gradient_accumulation_steps": 2,
+         "learning_rate": 1e-05, "max_steps": 30, "deepspeed": {"zero_optimization": {"stage": 3}}}, indent=2),
+        encoding="utf-8")
+    (tmp_path / "logging.jsonl").write_text(
+        "".join(json.dumps({"loss": 1.2, "grad_norm": 3.0, "global_step/max_steps": f"{i}/30"}) + "\n"
+                for i in range(1, 6)), encoding="utf-8")
+    run = open_run(str(tmp_path))
+    assert run.args.get("max_steps") == 30 and run.args.source_of("max_steps") == "config_file"
+    assert run.args.get("deepspeed.zero_optimization.stage") == 3
+    assert run.args.get("micro_batch_size") == 1  # its canonical name (triage/frameworks/args.yaml)
+
+
+def test_an_args_json_that_is_not_json_is_a_one_line_note(tmp_path):
+    from triage.run import open_run
+
+    (tmp_path / "args.json").write_text('{"model": "x", ', encoding="utf-8")
+    (tmp_path / "train.log").write_text("{'loss': 1.0, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1}\n",
+                                        encoding="utf-8")
+    run = open_run(str(tmp_path))
+    assert not run.args.has("model")
+    assert any(s.startswith("args.json: not read as a config") and "config is not valid JSON" in s
+               for s in run.artifacts.skipped)

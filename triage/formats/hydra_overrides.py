@@ -115,7 +115,9 @@ def resolve_interpolations(flat: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_config_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML config (Hydra's composed config.yaml, a verl / OpenRLHF / axolotl config) as dotted keys.
+    """A YAML config (Hydra's composed config.yaml, a verl / OpenRLHF / axolotl config), or ms-swift's `args.json`
+    (swift/llm/argument/base_args/base_args.py, `save_args`: every argument of the run, written to its output
+    directory), as dotted keys.
 
     Hydra's `overrides.yaml` (a list of override strings) is read as overrides.
     """
@@ -127,6 +129,12 @@ def read_config_yaml(path: str | Path) -> dict[str, Any]:
         raise CorruptArtifact(p, f"cannot read config: {exc.strerror}") from None
     if len(data) > MAX_CONFIG_BYTES:
         raise CorruptArtifact(p, f"config is larger than {MAX_CONFIG_BYTES >> 20} MB")
+    if p.suffix == ".json":  # ms-swift's args.json: its arguments as one JSON object
+        try:
+            raw = safe_io.loads_json(data)
+        except ValueError as exc:
+            raise CorruptArtifact(p, f"config is not valid JSON: {str(exc).splitlines()[0]}") from None
+        return resolve_interpolations(flatten(raw)) if isinstance(raw, dict) else {}
     try:
         raw = yaml.safe_load(data.decode("utf-8", "replace"))
     except yaml.YAMLError as exc:

@@ -415,6 +415,8 @@ class _Walk:
             found.metric_jsonl.append(path)
         elif name.endswith(".jsonl") and near_root and self._step_records(path):
             found.metric_jsonl.append(path)
+        elif name == "args.json" and near_root:
+            found.configs.append(path)  # ms-swift's arguments (triage/formats/hydra_overrides.read_config_yaml)
         elif name.endswith(".json") and near_root and self._json_records(path):
             found.logs.append(path)
         elif METRIC_CSV.search(name) and here.name not in ("rollout_result", "trajectory", "rollout_data"):
