@@ -271,6 +271,11 @@ def degenerate_groups(run: Run, p: RewardParams, zero_frac: Series | None) -> Re
         nan_seen = [f"{d['metric']} non-finite on {d['nonfinite']} of {d['records']} records"
                     + (" from the first step" if d["nonfinite_at_first_step"] else "")
                     for d in (std, grad) if d is not None and d["nonfinite"]]
+        if not nan_seen and warned is None and (std is not None or grad is not None):
+            # the group std and the gradients were logged and stayed finite: this framework does not divide by a
+            # group of one's std (verl's GRPO takes such a group's mean as 0 and its std as 1, volcengine/verl
+            # verl/trainer/ppo/core_algos.py compute_grpo_outcome_advantage; Chrisytz/verl's output.txt, rollout.n 1)
+            return None
         said = f"{arg}={g}" if warned is None else arg
         return RewardAssessment(
             "degenerate_groups",

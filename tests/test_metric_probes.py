@@ -1044,6 +1044,16 @@ def test_one_sample_per_prompt_is_no_fault_for_an_estimator_without_groups(tmp_p
     assert (obs.outcome == "degenerate_groups") == (outcome == "degenerate_groups"), obs.summary
 
 
+def test_one_sample_per_prompt_with_finite_gradients_is_no_fault(tmp_path):
+    # verl's GRPO takes a group of one's mean as 0 and its std as 1 (core_algos.py): Chrisytz/verl's output.txt ran
+    # rollout.n 1 with a finite actor/grad_norm; the NaN a group of one gives elsewhere was not there to see
+    s = noisy_series(12, seed=31, per_prompt=1)
+    s.pop("reward_std", None)
+    s["grad_norm"] = np.full(12, 0.014)
+    obs = examine(RewardSignal(), hf_run(tmp_path, s, manifest={"args": {"num_generations": 1}}))
+    assert obs.outcome != "degenerate_groups", obs.summary
+
+
 # FanqingM/MM-Eureka-V0#14 as pasted (a copy of TRL's GRPO trainer run with one generation per prompt)
 EUREKA_ONE_SAMPLE = (
     "  0%|          | 0/19788 [00:00<?, ?it/s]/pcl_data/users/wyl/src/open_r1/trainer/grpo_trainer_vllm.py:552: "
