@@ -607,7 +607,7 @@ class ConfigRule(Probe):
             model_parallel = 1
             for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"):
                 model_parallel *= arg_int(run, f"actor_rollout_ref.actor.megatron.{name}") or 1
-            what, samples = f"data.train_batch_size*rollout.n = {batch}*{n}", batch * n
+            what, samples = f"data.train_batch_size*rollout.n = {batch}*{n} = {batch * n}", batch * n
         else:
             model_parallel = 1
             what, samples = f"data.batch_size = {batch}", batch
@@ -618,7 +618,7 @@ class ConfigRule(Probe):
             "nnodes": nodes, "n_gpus_per_node": per_node, "data_parallel_workers": workers,
         }
         ok = samples % workers == 0
-        evidence["arithmetic"] = (f"{what} = {samples // workers} per worker over {workers}" if ok else
+        evidence["arithmetic"] = (f"{what}, {samples // workers} per worker over {workers}" if ok else
                                   f"{what} is not a multiple of {workers} data-parallel workers ({nodes}*{per_node} GPUs)")
         return self._judged(
             ok, f"The batch does not split evenly over verl's data-parallel workers: {evidence['arithmetic']}; "

@@ -564,7 +564,7 @@ def test_verl_train_batch_times_n_not_divisible_by_the_gpus(tmp_path):
     obs = rule("global_batch", verl_run(tmp_path, "data.train_batch_size=6 actor_rollout_ref.rollout.n=1"))
     assert obs.outcome == "violated"
     assert obs.evidence["arithmetic"] == (
-        "data.train_batch_size*rollout.n = 6*1 is not a multiple of 4 data-parallel workers (1*4 GPUs)"
+        "data.train_batch_size*rollout.n = 6*1 = 6 is not a multiple of 4 data-parallel workers (1*4 GPUs)"
     )
     assert "only support equal chunk" in obs.summary
 
@@ -573,6 +573,8 @@ def test_verl_train_batch_divisible_once_rollout_n_multiplies_it(tmp_path):
     obs = rule("global_batch", verl_run(tmp_path, "data.train_batch_size=6 actor_rollout_ref.rollout.n=2"))
     assert obs.outcome == "satisfied"
     assert obs.evidence["data_parallel_workers"] == 4
+    # (id52518820335's verl run: `4*5 = 10 per worker` had skipped the product)
+    assert obs.evidence["arithmetic"] == "data.train_batch_size*rollout.n = 6*2 = 12, 3 per worker over 4"
 
 
 def test_verl_megatron_model_parallel_leaves_fewer_workers(tmp_path):
