@@ -171,3 +171,18 @@ def test_tinker_cookbooks_metrics_are_read_under_its_names(tmp_path):
     assert run.metrics.get("reward").source == "jsonl:env/all/reward/total"
     assert run.metrics.get("train_rollout_kl").source == "jsonl:optim/kl_sample_train_v1"
     assert run.metrics.get("entropy").values[0] == 0.52
+
+
+def test_files_of_any_name_are_opened_a_bounded_number_of_times(tmp_path, monkeypatch):
+    """A run of 100,000 `*.json` files (benchmarks/fuzz.py's many_files) is not opened file by file to the last."""
+    import json
+
+    from triage.run import discover
+    from triage.run import open_run
+
+    monkeypatch.setattr(discover, "MAX_CONTENT_SNIFFS", 2)
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+        (tmp_path / name).write_text("".join(json.dumps({"step": i, "loss": 1.0}) + "\n" for i in range(3)),
+                                     encoding="utf-8")
+    run = open_run(str(tmp_path))
+    assert [p.name for p in run.artifacts.metric_jsonl] == ["a.jsonl", "b.jsonl"]

@@ -29,6 +29,8 @@ OPENERS: tuple[tuple[bytes, bool], ...] = ((b"{'actor_rollout_ref': ", False), (
 # pprint indents every line after the first, which goes on with a key, a value or a closing bracket (not a
 # warning's indented source line printed by another thread between them: `  from vllm.version import …`)
 _CONTINUATION = re.compile(r"\s+(?:['\"\[\]{}()<\-\d.]|(?:None|True|False|nan|inf)\b)")
+# the logs whose heads are searched, in the run's order (a config is printed once, by the driver)
+MAX_LOGS_READ = 16
 # verl's resolved config is about 300 pprint lines and 20 KB; NeMo-RL's about 250
 MAX_CONFIG_LINES = 4000
 MAX_CONFIG_CHARS = 512 << 10
@@ -41,11 +43,11 @@ class PrintedConfig:
 
 
 def printed_config(paths: list[Path]) -> PrintedConfig | None:
-    """The first configuration dump found in the heads of `paths`, or None."""
+    """The first configuration dump found in the heads of the first `MAX_LOGS_READ` of `paths`, or None."""
     from triage.formats.slime_log import split_line
     from triage.versions import LOG_HEAD_BYTES, head_bytes
 
-    for path in paths:
+    for path in paths[:MAX_LOGS_READ]:
         data = head_bytes(Path(path), LOG_HEAD_BYTES)
         if not data:
             continue

@@ -25,6 +25,9 @@ from triage.run.manifest import MANIFEST_NAMES, Manifest
 MAX_RUN_ENTRIES = 250_000  # names looked at per run; a 100,000-file run is read whole
 MAX_DEPTH = 6
 MAX_FILES_PER_KIND = 10_000  # dumps, flight-recorder files, trainer states, checkpoints
+# files of any name opened to see whether they hold step records (`*.jsonl`, `*.json` near the root): a run of
+# 100,000 such files (benchmarks/fuzz.py's many_files) had spent 12 s opening them
+MAX_CONTENT_SNIFFS = 512
 MAX_LOGS = 1_000  # each log is scanned in full, so fewer of them
 MAX_SKIPPED_NOTES = 20  # skip reasons kept one per line; the rest counted
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt"}
@@ -178,6 +181,7 @@ class _Walk:
         self.cut: dict[str, int] = {}
         self._contexts: dict[Path, tuple[bool, bool]] = {}
         self.wandb_consoles: list[Path] = []
+        self.content_sniffs = MAX_CONTENT_SNIFFS  # files of any name still to open for what they hold
 
     def rel(self, path: Path) -> str:
         return _relative(self.root, path)
@@ -361,12 +365,25 @@ class _Walk:
             ctx = self._contexts[here] = (near_root, in_wandb_run)
         return ctx
 
+    def _may_sniff(self, path: Path) -> bool:
+        """Whether a file of any name may still be opened to see what it holds (`MAX_CONTENT_SNIFFS` per run; an
+        empty file holds nothing)."""
+        if self.content_sniffs <= 0:
+            return False
+        self.content_sniffs -= 1
+        try:
+            return path.stat().st_size > 0
+        except OSError:
+            return False
+
     def _step_records(self, path: Path) -> bool:
         """Whether a JSONL file of another name opens with a record by step (verl's file logger writes
         `{"step": N, "data": {...}}` wherever VERL_FILE_LOGGER_PATH points: agentic-backdoor/agentic-backdoor's
         rl-log/rl-grpo-qwen3-1.7B-clean.jsonl); a data set's rows name no step."""
         from triage.formats.jsonl_metrics import STEP_KEYS
 
+        if not self._may_sniff(path):
+            return False
         try:
             with safe_io.open_regular(path, self.roots) as fh:
                 head = fh.read(64 << 10)
@@ -385,6 +402,8 @@ class _Walk:
         first record names its step, or a `log_history` list; a data set's rows name no step."""
         from triage.formats.jsonl_metrics import STEP_KEYS
 
+        if not self._may_sniff(path):
+            return False
         try:
             with safe_io.open_regular(path, self.roots) as fh:
                 head = fh.read(256 << 10)
