@@ -365,16 +365,19 @@ class _Walk:
             ctx = self._contexts[here] = (near_root, in_wandb_run)
         return ctx
 
-    def _may_sniff(self, path: Path) -> bool:
-        """Whether a file of any name may still be opened to see what it holds (`MAX_CONTENT_SNIFFS` per run; an
-        empty file holds nothing)."""
+    def _sniffed_head(self, path: Path, size: int) -> bytes | None:
+        """The first `size` bytes of a file of any name, opened to see what it holds; None once `MAX_CONTENT_SNIFFS`
+        files were (an empty or unreadable file holds nothing)."""
         if self.content_sniffs <= 0:
-            return False
+            return None
         self.content_sniffs -= 1
         try:
-            return path.stat().st_size > 0
+            if path.stat().st_size == 0:
+                return None
+            with safe_io.open_regular(path, self.roots) as fh:
+                return fh.read(size)
         except OSError:
-            return False
+            return None
 
     def _step_records(self, path: Path) -> bool:
         """Whether a JSONL file of another name opens with a record by step (verl's file logger writes
@@ -382,12 +385,8 @@ class _Walk:
         rl-log/rl-grpo-qwen3-1.7B-clean.jsonl); a data set's rows name no step."""
         from triage.formats.jsonl_metrics import STEP_KEYS
 
-        if not self._may_sniff(path):
-            return False
-        try:
-            with safe_io.open_regular(path, self.roots) as fh:
-                head = fh.read(64 << 10)
-        except OSError:
+        head = self._sniffed_head(path, 64 << 10)
+        if head is None:
             return False
         first = head.lstrip().split(b"\n", 1)[0]
         try:
@@ -402,12 +401,8 @@ class _Walk:
         first record names its step, or a `log_history` list; a data set's rows name no step."""
         from triage.formats.jsonl_metrics import STEP_KEYS
 
-        if not self._may_sniff(path):
-            return False
-        try:
-            with safe_io.open_regular(path, self.roots) as fh:
-                head = fh.read(256 << 10)
-        except OSError:
+        head = self._sniffed_head(path, 256 << 10)
+        if head is None:
             return False
         if _JSON_HISTORY_KEY.search(head):
             return True
