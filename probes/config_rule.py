@@ -247,12 +247,7 @@ def trained_past_start(run: Run) -> str | None:
 
     for path in run.artifacts.logs[:8]:
         try:
-            with safe_io.open_regular(path) as fh:
-                if fh.read(2) == b"\x1f\x8b":
-                    continue  # (a gzip log's tail is no text)
-                size = fh.seek(0, 2)
-                fh.seek(max(0, size - TAIL_BYTES))
-                tail = fh.read(TAIL_BYTES)
+            tail, _ = safe_io.read_tail(path, TAIL_BYTES)
         except OSError:
             continue
         step = last_step_in(tail)

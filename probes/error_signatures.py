@@ -1293,12 +1293,10 @@ def _tail_lines(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, ...], b
     """The lines of a log's last FINISHED_TAIL_BYTES and whether they start inside it, read once per file version
     however many of its lines ask (`size` and `mtime_ns` key the version)."""
     try:
-        with safe_io.open_regular(Path(path)) as fh:
-            start = max(0, size - FINISHED_TAIL_BYTES)
-            fh.seek(start)
-            tail = fh.read(FINISHED_TAIL_BYTES).decode("utf-8", "replace")
+        data, start = safe_io.read_tail(Path(path), FINISHED_TAIL_BYTES)
     except (OSError, TriageError):
         return None
+    tail = data.decode("utf-8", "replace")
     return tuple(tail.splitlines()[1 if start else 0:]), start > 0  # (a tail read from inside starts mid-line)
 
 

@@ -166,6 +166,18 @@ def open_regular(path: str | Path, roots: tuple[Path, ...] | None = None, buffer
         raise
 
 
+def read_tail(path: str | Path, limit: int, roots: tuple[Path, ...] | None = None) -> tuple[bytes, int]:
+    """The last `limit` bytes of a regular file and the offset they start at (0: the whole file). A gzip file's
+    tail is compressed data, not its text: b"" for it. Raises OSError (`RefusedFile`) as `open_regular` does."""
+    with open_regular(path, roots) as fh:
+        if fh.read(2) == b"\x1f\x8b":
+            return b"", 0
+        size = fh.seek(0, os.SEEK_END)
+        start = max(0, size - limit)
+        fh.seek(start)
+        return fh.read(limit), start
+
+
 def written_end(fd: int, max_extents: int = 10_000) -> int | None:
     """Where a file's written data ends when all that follows is a hole (a sparse tail, e.g. a
     log extended by `truncate -s 20G`), or None when data runs to the end or it cannot be told.
