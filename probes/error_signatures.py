@@ -802,7 +802,14 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             key = (tb.path, nos[i])
         else:
             key = (tb.path, tb.line_no)
-            lines.setdefault(key, LogLine(path=tb.path, line_no=tb.line_no, text=exc, source=tb.source))
+            held = lines.get(key)
+            if held is None:
+                lines[key] = LogLine(path=tb.path, line_no=tb.line_no, text=exc, source=tb.source)
+            elif exc and held.text.lstrip().startswith("Traceback"):
+                # an exception line with no error word in it (`StopIteration` ending every rank's traceback when the
+                # data ran out, elena-lyulina/Megatron-LM-Attention-Benchmark's 2327228.err) kept no error line of
+                # its own: the traceback's header stands for it, with the exception's words, not read as cut
+                lines[key] = dataclasses.replace(held, text=exc)
         frames[key] = tuple(tb.frames)
     _with_messages_below(log, lines)
     return list(lines.values()), frames
