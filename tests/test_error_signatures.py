@@ -2597,6 +2597,31 @@ def test_a_keyboard_interrupt_printed_with_an_empty_message_is_one_too(tmp_path)
     assert obs.evidence["signature"] == "keyboard_interrupt"
 
 
+def test_a_bare_stop_iteration_ending_a_ranks_traceback_is_the_first_error(tmp_path, capsys):
+    # elena-lyulina/Megatron-LM-Attention-Benchmark's attn_bench/logs/2327228.err: the data iterator ran out on rank30
+    # (`StopIteration`, no error word), and its tensor-parallel peer then read garbage sizes; the first error decides
+    from triage.cli import main
+
+    log = ("30: [rank30]: Traceback (most recent call last):\n"
+           '30: [rank30]:   File "/scratch/Megatron-LM/pretrain_gpt.py", line 402, in <module>\n'
+           "30: [rank30]:     pretrain(\n"
+           '30: [rank30]:   File "/usr/local/lib/python3.12/dist-packages/torch/utils/data/dataloader.py", line 1471, '
+           "in _next_data\n"
+           "30: [rank30]:     raise StopIteration\n"
+           "30: [rank30]: StopIteration\n"
+           "31: [rank31]: Traceback (most recent call last):\n"
+           '31: [rank31]:   File "/scratch/Megatron-LM/megatron/core/utils.py", line 1877, in _broadcast_cu_seqlens\n'
+           "31: [rank31]:     buf = torch.empty(n, dtype=torch.int64)\n"
+           "31: [rank31]: RuntimeError: Storage size calculation overflowed with sizes=[4, 4733001734490161152]\n")
+    (tmp_path / "2327228.err").write_text(log, encoding="utf-8")
+    main(["run", str(tmp_path / "2327228.err"), "--json", "--no-cache"])
+    import json
+
+    first = json.loads(capsys.readouterr().out)["path"][0]
+    assert first["outcome"] == "error_exit" and "`StopIteration`" in first["summary"], first["summary"]
+    assert "2327228.err:1" in first["summary"]
+
+
 def test_a_keyboard_interrupt_after_the_jobs_own_error_gives_way_to_it(tmp_path):
     log = ("Traceback (most recent call last):\n  File \"/root/train.py\", line 9, in <module>\n    main()\n"
            "ZeroDivisionError: division by zero\n"
