@@ -21,6 +21,7 @@ from pathlib import Path
 
 from triage.formats.hydra_overrides import flatten
 from triage.formats.pyrepr import parse_metric_dict
+from triage.formats.slime_log import split_line
 
 __all__ = ["PrintedConfig", "printed_config", "OPENERS"]
 
@@ -44,7 +45,6 @@ class PrintedConfig:
 
 def printed_config(paths: list[Path]) -> PrintedConfig | None:
     """The first configuration dump found in the heads of the first `MAX_LOGS_READ` of `paths`, or None."""
-    from triage.formats.slime_log import split_line
     from triage.versions import LOG_HEAD_BYTES, head_bytes
 
     for path in paths[:MAX_LOGS_READ]:
@@ -56,14 +56,14 @@ def printed_config(paths: list[Path]) -> PrintedConfig | None:
             if pos < 0:
                 continue
             start = data.rfind(b"\n", 0, pos) + 1
-            found = _read_dump(data, start, titled, split_line)
+            found = _read_dump(data, start, titled)
             if found is not None:
                 line_no = data.count(b"\n", 0, start) + 1
                 return PrintedConfig(found, f"{path}:{line_no}")
     return None
 
 
-def _read_dump(data: bytes, start: int, titled: bool, split_line) -> dict[str, object] | None:
+def _read_dump(data: bytes, start: int, titled: bool) -> dict[str, object] | None:
     parts: list[str] = []
     chars = 0
     source: str | None = None
