@@ -375,6 +375,11 @@ class ConfigRule(Probe):
         scan = scan_placement(run)
         gpus = scan.capacity.get("GPU")
         short = [d for d in scan.demands if gpus is not None and d.resources.get("GPU", 0.0) > gpus + 1e-9]
+        if not short and scan.demands and not any(d.resources.get("GPU") for d in scan.demands):
+            # what waits asks no GPUs: the GPU count is not what holds it (ray-project/ray#47792, a {'CPU': 2.0} group)
+            d = scan.demands[0]
+            return self._obs("not_applicable", f"The job waits on {d.words()} ({d.where}), which asks no GPUs.", 0.6,
+                             deciding=d.as_dict())
         if not short:
             raise Unavailable("args", "the run has no args", NEEDS_HELP.get("args"))
         d = short[0]
@@ -467,6 +472,22 @@ class ConfigRule(Probe):
             return self._obs("not_applicable",
                              f"The waiting request asks only GPUs{pinned}, and the log does not say how many the "
                              "cluster has (no `ray status` Usage: block).", 0.5, **evidence)
+        if scan.nodes is not None and scan.nodes > 1:
+            # a bundle is placed on one node: a cluster's total says it fits only where it asks at most the total's
+            # share of one node (the largest node holds at least that much); beyond it, the split decides
+            # (ray-project/ray#47792: a {'CPU': 2.0} bundle pending on two nodes that have 2 CPUs between them)
+            split = [(d, res, need) for d in demands for res, need in d.on_one_node().items()
+                     if res != "GPU" and res in capacity and not scan.capacity_from[res].startswith("the node's total")
+                     and need > capacity[res] / scan.nodes + 1e-9]
+            if split:
+                d, res, need = split[0]
+                raise Unavailable(
+                    "log",
+                    f"{d.words()} must fit on one node ({_amount(res, need)} a node), and the cluster's "
+                    f"{scan.nodes} nodes ({scan.nodes_from}) have {_amount(res, capacity[res])} between them; the log "
+                    "does not say how they are split",
+                    "keep `ray status -v` or `ray list nodes --detail` output (each node's resources) in the job log",
+                )
         evidence["arithmetic"] = "; ".join(f"{d.words()} within the cluster's resources" for d in demands[:3])
         return self._obs("satisfied",
                          "Every waiting request fits the cluster's CPUs, memory and custom resources "
@@ -947,6 +968,8 @@ MAX_DEMANDS_SHOWN = 10
 PLACEMENT_HEAD_BYTES = 32 << 20  # a job stuck at submission has written little; its scheduling lines come first
 _PG_INFEASIBLE, _PG_PENDING, _RAYLET = ray_scheduling.INFEASIBLE, ray_scheduling.PENDING, ray_scheduling.RAYLET
 _STATUS_DEMAND, _VLLM_WAIT = ray_scheduling.STATUS_DEMAND, ray_scheduling.VLLM_WAIT
+# a node row of `ray status`'s Active: block: ` 1 ray.head.default`, ` 1 node_4f0c…` (python/ray/autoscaler/_private/util.py)
+_STATUS_NODE = re.compile(r"^\s+(?P<n>\d+)\s+\S+\s*$")
 _STATUS_USAGE_HEAD = re.compile(r"^\s*(?:Total )?Usage:\s*$")
 _STATUS_USAGE = re.compile(
     r"^\s*(?P<used>[\d.]+)(?P<uu>[KMGTP]?i?B)?/(?P<total>[\d.]+)(?P<tu>[KMGTP]?i?B)?\s+(?P<res>[A-Za-z_][\w:.-]*)")
@@ -978,6 +1001,13 @@ class Demand:
     where: str
     text: str
     how: str  # in words: "the resource request", "slime's placement group of 8 bundles {GPU: 1, CPU: 1}", ...
+    bundle: dict[str, float] | None = None  # one bundle of a group, where the log gives it
+    strategy: str | None = None  # the group's placement strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD)
+
+    def on_one_node(self) -> dict[str, float]:
+        """What must fit on a single node: one bundle, or the whole group under STRICT_PACK (Ray places a bundle on
+        one node; STRICT_PACK places the group on one)."""
+        return self.resources if self.bundle is None or self.strategy == "STRICT_PACK" else self.bundle
 
     def words(self) -> str:
         return f"{self.how} ({', '.join(_amount(k, v) for k, v in self.resources.items())} in all)"
@@ -993,6 +1023,8 @@ class PlacementScan:
     demands: list[Demand] = field(default_factory=list)
     capacity: dict[str, float] = field(default_factory=dict)
     capacity_from: dict[str, str] = field(default_factory=dict)
+    nodes: int | None = None  # the alive nodes `ray status` lists under Active:
+    nodes_from: str | None = None
 
     def have(self, res: str, total: float, where: str, *, override: bool = False) -> None:
         if override or res not in self.capacity:
@@ -1055,8 +1087,19 @@ def _scan_placement(run: Run) -> PlacementScan:
     starts: list[tuple[str, dict[str, float]]] = []
     for path in run.artifacts.logs if run.artifacts.logs else []:
         usage: dict[str, tuple[float, str]] | None = None
+        active: tuple[int, str] | None = None  # inside `ray status`'s Active: block: (nodes so far, where it began)
         for n, line in head_lines(Path(path), PLACEMENT_HEAD_BYTES):
             where = f"{path}:{n}"
+            if active is not None:
+                m = _STATUS_NODE.match(line)
+                if m:
+                    active = (active[0] + int(m["n"]), active[1])
+                    continue
+                scan.nodes, scan.nodes_from = active[0], f"ray status, {active[1]}"  # the latest `ray status` wins
+                active = None
+            if line.strip() == "Active:":
+                active = (0, where)
+                continue
             if usage is not None:
                 m = _STATUS_USAGE.match(line)
                 if m:
@@ -1095,7 +1138,8 @@ def _scan_placement(run: Run) -> PlacementScan:
                     count = int(m["n"])
                     group = {k: v * count for k, v in bundle.items()}
                     scan.demands.append(Demand(group, "pending", where, line.strip(),
-                                               f"a placement group of {count} x {m['req']} ({m['strategy']})"))
+                                               f"a placement group of {count} x {m['req']} ({m['strategy']})",
+                                               bundle=bundle, strategy=m["strategy"]))
                     continue
             if "Waiting for creating a placement group" in line:
                 m = _VLLM_WAIT.search(line)

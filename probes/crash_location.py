@@ -64,6 +64,9 @@ CASCADE_TEXT = re.compile(
     r"NCCL communicator was aborted|Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out"
     r"|Some NCCL operations have failed or timed out|NCCL (?:error|timeout)|ncclRemoteError|Connection closed by peer"
     r"|The actor died|actor died unexpectedly|Socket Timeout|Broken pipe"
+    # slime's health wait for its SGLang server (slime/backends/sglang_utils/sglang_engine.py _wait_server_healthy):
+    # the server's process died, and why is the server's own error (THUDM/slime#1998: its CUDA graph capture)
+    r"|Server process terminated unexpectedly"
 )
 
 # Of those, Ray's and the launcher's reports that a worker process died (`_fatal_line_only`'s consequence lines)
@@ -187,6 +190,11 @@ def component_of(chain: Chain) -> tuple[str, str]:
         return "trainer", f"raised in actor {actor}"
     if DRIVER_ACTOR.search(actor):
         return "rollout manager / driver", f"raised in actor {actor}"
+    # a converter run as its own script, under torchrun too: its entry frame is the converter (THUDM/slime's
+    # tools/convert_hf_to_torch_dist.py, rank-prefixed, failing in mbridge's name mapping: THUDM/slime#1780)
+    entry = next((f for f in frames if in_app(f)), None)
+    if entry is not None and entry.function == "<module>" and CONVERT_FILE.search(entry.file):
+        return "checkpoint conversion", f"the job's entry script {entry.file} converts a checkpoint"
     if proc.rank is not None or chain.origin.rank is not None:
         return "trainer", "printed by a torch rank (rank-prefixed lines)"
     if any(p in TRAIN_PACKAGES for p in packages) or any(TRAIN_FILE.search(f.file) for f in app[-3:]) \
@@ -202,6 +210,12 @@ def component_of(chain: Chain) -> tuple[str, str]:
         return "checkpoint conversion", f"frame {hit} converts or merges a checkpoint"
     if hit := next((f for f in frames if TRAIN_FILE_PARTS.search(f.file) or f.function == "backward"), None):
         return "trainer", f"frame {hit} is training code (the backward pass, FSDP)"
+    pid = proc.pid or chain.origin.pid
+    if pid is not None:
+        # Ray prefixes a worker's lines `(pid=N, ip=…)` before its actor has a name (the actor's constructor) and
+        # for tasks; the driver's lines carry no prefix (THUDM/slime#1656: a plugin's model spec failing in
+        # the training actor's set-up)
+        return "Ray worker", f"printed by a Ray worker (pid={pid}) whose prefix names no actor: not the driver"
     if packages & DRIVER_FRAMEWORKS:
         return "rollout manager / driver", "printed by the driver (no actor prefix, no rank)"
     return "main process", "printed by the job's own process (no actor prefix, no rank, no framework's driver)"
@@ -367,7 +381,11 @@ class CrashLocation(Probe):
         who = ", ".join(x for x in (f"rank {rank}" if rank is not None else None, f"node {node}" if node else None,
                                     proc.actor or chain.origin.actor) if x)
         when = (f"step {chain.last_step}" if chain.last_step is not None else
-                f"rollout {chain.last_rollout}" if chain.last_rollout is not None else "before the first step record")
+                f"rollout {chain.last_rollout}" if chain.last_rollout is not None else
+                # records that carry no step (the HF Trainer's printed dicts) may stand before it: no step is named,
+                # not "before the first" (Sunshine535/nips-grpo-dynamics: a crash after 65 records and the run's end)
+                "with no step number in the log to place it" if not run.metrics.empty()
+                else "before the first step record")
         if chain.last_step is not None and chain.last_rollout is not None:
             when = f"after step {chain.last_step} / rollout {chain.last_rollout}"
         copies = f"; {ranks_hit} processes hit the same error" if ranks_hit > 1 else ""

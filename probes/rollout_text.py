@@ -97,7 +97,8 @@ def parse_finish_rollout(message: str) -> str | None:
 
 
 def log_samples(run: Run) -> list[RolloutSample]:
-    """The Finish-rollout samples of the run's logs, in log order (slime prints one per rollout)."""
+    """The samples the run's logs printed, in log order: slime's Finish-rollout lines (one per rollout), and the
+    `[prompt]` / `[response]` prints of verl's reward manager in a log of a paste's size."""
     if not run.artifacts.logs:
         return []
     out = []
@@ -107,6 +108,13 @@ def log_samples(run: Run) -> list[RolloutSample]:
             continue
         out.append(RolloutSample(text, split_response(text), line.where(), None,
                                  any(mk in text for mk in CHAT_MARKERS)))
+    if not out:
+        from triage.formats.reward_prints import printed_samples
+
+        for path, text in run.pastes.items():
+            for sample in printed_samples(text):
+                out.append(RolloutSample(sample.prompt + sample.response, sample.response, f"{path}:{sample.line_no}",
+                                         None, any(mk in sample.prompt for mk in CHAT_MARKERS)))
     return out
 
 

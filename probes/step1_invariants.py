@@ -136,8 +136,8 @@ class Step1Invariants(Probe):
                 where = ", ".join(f"{kind} {i}" for kind, i in r.resumed_at.items())
                 raise Unavailable(
                     "metrics",
-                    f"the metrics start at {where} (a resumed run); the step-1 invariants hold only at the first "
-                    "rollout of a fresh run",
+                    f"the metrics start at {where} (a resumed run, or a log that begins part-way); the step-1 "
+                    "invariants hold only at the first rollout of a fresh run",
                     "keep the log of the job's first rollout (`rollout 0:` and `step 0:` lines)",
                 )
             fw = run.framework

@@ -47,7 +47,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from triage.errors import Unavailable
-from triage.finding import ALSO_SEEN_OUTCOMES, Observation
+from triage.finding import ALSO_SEEN_OUTCOMES, UNSEEN_OUTCOMES, Observation
 from triage.formats.slime_log import LAST_TRY
 from triage.formats.tracebacks import Chain, went_on_after
 from triage.probe import Cost, Probe
@@ -89,12 +89,56 @@ PRECEDENCE = (
     "policy_drift",
     "reward_flat",
 )
+# the symptoms only a series of records can show (a spike over its median, grad_norm 0 on every record, a drift, a
+# reward that never moves): in fewer records than health.grad_norm.min_records they were not looked for
+TREND_SYMPTOMS = ("grad_explosion", "no_update", "policy_drift", "reward_flat")
 # The steps a log recorded after a traceback are counted by the traceback reader, which reads a log at about 12 MB/s
 # (10.6 s for benchmarks/bench_ingest.py's 128 MB slime log): past this size the symptom check does not read it (the
 # static triage of the 1 GB log took 82 s instead of 5.5 s), and an error with steps after it counts only the
 # progress lines the log index keeps
 STEP_COUNT_MAX_BYTES = 32 << 20
 RETRYING = re.compile(r"retrying|\battempt \d+/\d+", re.I)
+
+
+def _few_records_hints(run: Run) -> list[dict[str, str]]:
+    """What records too few for a trend still point at, for the report's candidates (not a finding of the run's).
+    Most responses cut at the limit on every record comes first: a cut completion scores like its group's others,
+    so the groups' lack of spread is its consequence (huggingface/trl#5697)."""
+    cut = run.metrics.get("truncated_ratio")
+    bar = threshold("truncation.clipped_ratio")
+    if cut is not None and len(cut) and bool(np.all(cut.values > bar)):
+        because = (f"on every one of the {len(cut)} record{'s' if len(cut) > 1 else ''} logged, "
+                   f"{float(np.min(cut.values)):.0%} or more of the responses were cut at the length limit ({cut.source}; "
+                   f"the guide's bar {bar:.0%}): too few records to tell a limit too small from a missing stop token")
+        return [{"verdict": "rollout.max_len_too_small", "because": because},
+                {"verdict": "rollout.missing_stop_token", "because": because}]
+    hint = _no_spread_on_every_record(run)
+    return [{"verdict": "reward.no_signal", "because": hint}] if hint is not None else []
+
+
+def _no_spread_on_every_record(run: Run) -> str | None:
+    """Too few records to call a trend, each of them with most groups scoring alike: those steps had no learning
+    signal (huggingface/trl#3857, unslothai/unsloth#3485: `frac_reward_zero_std` 1.0 beside a loss and a grad norm
+    of 0)."""
+    from probes.reward_signal import zero_std_fraction
+
+    bar = threshold("reward.zero_std_fraction")
+    z = zero_std_fraction(run)
+    if z is not None and len(z) and bool(np.all(z.values > bar)):
+        return (f"on every one of the {len(z)} record{'s' if len(z) > 1 else ''} logged, "
+                f"{float(np.min(z.values)):.0%} or more of the prompt groups had no reward spread ({z.source}; "
+                f"healthy < {bar:.0%}): no learning signal on those steps, too few of them to say the run has none")
+    # verl logs the batch's advantage range (verl/trainer/ppo/metric_utils.py compute_data_metrics): a max and a min
+    # of 0 are advantages of 0 for every token (rllm-org/rllm#54, zhaochenyang20/Awesome-ML-SYS-Tutorial#106)
+    table = run.metrics.table
+    if table.has("verl", "critic/advantages/max") and table.has("verl", "critic/advantages/min"):
+        _, hi = table.series("verl", "critic/advantages/max")
+        _, lo = table.series("verl", "critic/advantages/min")
+        if len(hi) and len(hi) == len(lo) and bool(np.all(hi == 0.0) and np.all(lo == 0.0)):
+            return (f"on every one of the {len(hi)} record{'s' if len(hi) > 1 else ''} logged the advantages are 0 "
+                    "(critic/advantages/max and /min both 0): no learning signal on those steps, too few of them to "
+                    "say the run has none")
+    return None
 
 
 def retrying(text: str) -> bool:
@@ -162,7 +206,7 @@ class Symptom(Probe):
             return ray_waits[0]
 
         has_log = bool(run.artifacts.logs) and (_holds_job_records(run.log) or ray_request_waits() is not None
-                                                or run.paste_holds_traceback)
+                                                or run.paste_holds_traceback or bool(log_samples(run)))
         has_metrics = not run.metrics.empty()
         has_dumps = bool(run.rollout_dump_paths())
         if not (has_log or has_metrics or has_dumps or run.artifacts.flight_recorder):
@@ -216,15 +260,24 @@ class Symptom(Probe):
             what = [k.replace("_", " ") for k, v in evidence["inputs"].items() if v]
             listed = " and ".join([", ".join(what[:-1]), what[-1]] if len(what) > 1 else what)
             records = _metric_records(run) if has_metrics else 0
+            if 0 < records < count("health.grad_norm.min_records"):
+                # a trend over records cannot show in fewer than it takes: those symptoms were not looked for, and
+                # their causes stay open (a pasted record of every group scoring alike had ruled out the reward's)
+                evidence[UNSEEN_OUTCOMES] = list(TREND_SYMPTOMS)
+                hints = _few_records_hints(run)
+                if hints:
+                    evidence["suggests"] = hints
             metrics = ("there are no metrics to check" if not has_metrics else
                        "the metrics stay in the guides' healthy ranges" if records >= count("health.grad_norm.min_records")
                        else "its metrics hold no loss, grad_norm or reward to judge" if records == 0
                        else f"its {records} metric record{'s show' if records != 1 else ' shows'} no metric symptom "
                             "(too few to call the metrics healthy)")
+            # with the crash set aside, "no fatal error" would contradict the crash the walk located just before
+            head = (f"Apart from the crash set aside, no symptom in the run's {listed}: no hang or garbled rollout"
+                    if skipped else f"No symptom in the run's {listed}: no fatal error, hang or garbled rollout")
             return self.observe(
                 "no_symptom",
-                f"No symptom in the run's {listed}: no fatal error, hang or garbled rollout, and {metrics}."
-                + (" (The crash was set aside.)" if skipped else ""),
+                f"{head}, and {metrics}.",
                 0.7,
                 **evidence,
             )

@@ -79,7 +79,7 @@ def test_verls_rollout_data_dir_is_read_lowest_step_first(tmp_path, capsys):
     # the first rollout decides: step 1 is garbled, later steps are fine (verl names files by step: 1, 2, 10)
     _verl(tmp_path, {1: GARBLED * 4, 2: [FINE] * 8, 10: [FINE] * 8})
     run = open_run(str(tmp_path))
-    assert [p.name for p in run.artifacts.rollout_dumps] == ["1.jsonl", "10.jsonl", "2.jsonl"]
+    assert [p.name for p in run.artifacts.rollout_dumps] == ["1.jsonl", "2.jsonl", "10.jsonl"]  # numbers as numbers
     problems: list[str] = []
     assert [d.rollout_id for _p, d in run.rollout_dumps(problems)] == [1, 2, 10] and not problems
     code, report = _report(capsys, tmp_path)

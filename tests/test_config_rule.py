@@ -702,3 +702,51 @@ def test_a_ray_status_with_a_gpu_row_keeps_its_count(tmp_path):
            "Usage:\n 0.0/20.0 CPU\n 1.0/2.0 GPU\n 0B/6.32GiB memory\n\n")
     obs = rule("gpu_count", make_run(tmp_path, "", log=log))
     assert obs.outcome != "violated"
+
+
+# ray-project/ray#47792's `ray status`: two nodes, 2 CPUs between them, a group of one 2-CPU bundle pending
+RAY_STATUS_TWO_NODES = (
+    "======== Autoscaler status: 2024-09-23 01:17:18.277326 ========\n"
+    "Node status\n"
+    "---------------------------------------------------------------\n"
+    "Active:\n"
+    " 1 ray.head.default\n"
+    " 1 ray.worker.default\n"
+    "Pending:\n"
+    " (no pending nodes)\n"
+    "Resources\n"
+    "---------------------------------------------------------------\n"
+    "Usage:\n"
+    " 0.0/2.0 CPU\n"
+    " 0B/2.33GiB memory\n"
+    "\n"
+    "Demands:\n"
+    " {'CPU': 2.0} * 1 (SPREAD): 1+ pending placement groups\n"
+)
+
+
+def test_placement_resources_a_bundle_must_fit_one_node_not_the_clusters_total(tmp_path):
+    with pytest.raises(Unavailable) as exc:
+        rule("placement_resources", make_run(tmp_path, "", log=RAY_STATUS_TWO_NODES))
+    assert "must fit on one node" in exc.value.reason and "2 nodes" in exc.value.reason
+    assert "ray status -v" in (exc.value.command or "")
+
+
+def test_placement_resources_a_bundle_within_a_nodes_share_fits(tmp_path):
+    log = RAY_STATUS_TWO_NODES.replace("0.0/2.0 CPU", "0.0/64.0 CPU")
+    assert rule("placement_resources", make_run(tmp_path, "", log=log)).outcome == "satisfied"
+
+
+def test_placement_resources_strict_pack_puts_the_whole_group_on_one_node(tmp_path):
+    log = (RAY_STATUS_TWO_NODES.replace("0.0/2.0 CPU", "0.0/64.0 CPU")
+           .replace("{'CPU': 2.0} * 1 (SPREAD)", "{'CPU': 8.0} * 8 (STRICT_PACK)"))
+    with pytest.raises(Unavailable) as exc:  # 64 CPUs on one node, of 64 on two: the split decides
+        rule("placement_resources", make_run(tmp_path, "", log=log))
+    assert "64 CPU a node" in exc.value.reason
+
+
+def test_gpu_count_is_not_asked_of_a_wait_for_cpus_alone(tmp_path):
+    (tmp_path / "job.log").write_text(RAY_STATUS_TWO_NODES, encoding="utf-8")  # a pasted `ray status`, no arguments
+    obs = rule("gpu_count", open_run(str(tmp_path)))
+    assert obs.outcome == "not_applicable"
+    assert "asks no GPUs" in obs.summary

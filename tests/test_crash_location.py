@@ -776,7 +776,9 @@ def test_a_ray_worker_death_alone_is_an_error_exit_whose_cause_is_elsewhere(tmp_
            "Worker exit detail: Worker exits unexpectedly. Worker exits with an exit code 1.\n"
            "The worker may have exceeded K8s pod memory limits. The process receives a SIGTERM.\n")
     sig, obs = locate(tmp_path, log)
-    assert sig.outcome == "other_error", sig.summary
+    # Ray's hint under Kubernetes names a SIGTERM and the pod's memory limit as its likely cause: a suspect, not a cause
+    assert sig.outcome == "terminated", sig.summary
+    assert sig.evidence["signature"] == "ray_worker_k8s_exit"
     assert obs.outcome == "not_located", obs.summary
     assert "only the report of a process that died" in obs.summary
     assert obs.evidence["consequence"]["where"].endswith("job.log:1")
@@ -1539,3 +1541,79 @@ def test_a_loading_bars_count_is_no_step_and_a_training_bars_is():
     bar = " 12%|█▏        | 37/300 [05:12<36:51,  8.45s/it]\n"
     chain = next(iter(read_text(bar + tb).groups.values())).first
     assert chain.last_step == 37
+
+
+def test_a_ray_worker_prefix_without_an_actor_is_not_the_driver(tmp_path):
+    # THUDM/slime#1656: the model spec of a plugin failing while the training actor is built; Ray prefixes the
+    # worker's lines `(pid=N, ip=…)` before the actor has its name, and the driver's lines carry no prefix
+    pre = "(pid=35379, ip=10.0.0.21) "
+    log = (f"{pre}Traceback (most recent call last):\n"
+           f'{pre}  File "/root/slime/slime_plugins/models/glm4.py", line 11, in get_glm_spec\n'
+           f"{pre}    post_self_attn_layernorm=args.post_self_attn_layernorm,\n"
+           f"{pre}AttributeError: 'Namespace' object has no attribute 'post_self_attn_layernorm'\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.evidence["component"] == "Ray worker"
+    assert "pid=35379" in obs.evidence["component_reason"] and "not the driver" in obs.evidence["component_reason"]
+    assert obs.summary.startswith("The Ray worker crashed on `AttributeError")
+
+
+def test_a_converter_run_under_torchrun_is_checkpoint_conversion(tmp_path):
+    # THUDM/slime#1780: slime's tools/convert_hf_to_torch_dist.py on rank 0, failing in mbridge's name mapping
+    log = ("[rank0]: Traceback (most recent call last):\n"
+           '[rank0]:   File "/root/slime/tools/convert_hf_to_torch_dist.py", line 145, in <module>\n'
+           "[rank0]:     main()\n"
+           '[rank0]:   File "/root/slime/tools/convert_hf_to_torch_dist.py", line 119, in main\n'
+           "[rank0]:     bridge.load_weights(model, hf_model_path)\n"
+           '[rank0]:   File "/usr/local/lib/python3.12/dist-packages/mbridge/core/bridge.py", line 172, in load_weights\n'
+           "[rank0]:     names = self._weight_name_mapping_mcore_to_hf(name)\n"
+           '[rank0]:   File "/root/slime/slime_plugins/mbridge/glm4moe.py", line 86, in _weight_name_mapping_mcore_to_hf\n'
+           '[rank0]:     raise NotImplementedError(f"Unsupported parameter name: {mcore_weights_name}")\n'
+           "[rank0]: NotImplementedError: Unsupported parameter name: decoder.layers.0.post_self_attn_layernorm.weight\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.evidence["component"] == "checkpoint conversion", obs.summary
+    assert obs.evidence["rank"] == 0
+    assert "convert_hf_to_torch_dist.py" in obs.evidence["component_reason"]
+
+
+def test_a_trainer_calling_a_converter_function_stays_the_trainer(tmp_path):
+    # a training script's own entry frame: the rank prefix names the trainer even where a converter's file is deeper
+    log = ("[rank1]: Traceback (most recent call last):\n"
+           '[rank1]:   File "/work/train.py", line 80, in <module>\n'
+           "[rank1]:     sync()\n"
+           '[rank1]:   File "/work/utils/convert_weights.py", line 12, in sync\n'
+           "[rank1]:     x = y.view(3, -1)\n"
+           "[rank1]: RuntimeError: shape '[3, -1]' is invalid for input of size 10\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.evidence["component"] == "trainer", obs.summary
+
+
+def test_slimes_report_that_its_sglang_server_died_gives_way_to_the_servers_own_error(tmp_path):
+    # THUDM/slime#1998 as pasted: the server's CUDA graph capture failing, then slime's health wait raising
+    log = ("RuntimeError: Runtime check failed at /sgl-workspace/sglang/python/sglang/jit_kernel/include/sgl_kernel/"
+           "distributed/custom_all_reduce.cuh:37: CUDA error: invalid argument\n"
+           "Exception: Capture cuda graph failed\n"
+           "ray::SGLangEngine.init()\n"
+           "...\n"
+           'File "/root/slime/backends/sglang_utils/sglang_engine.py", line 95, in _wait_server_healthy\n'
+           '    raise Exception("Server process terminated unexpectedly.")\n'
+           "Exception: Server process terminated unexpectedly.\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert obs.evidence["where"].endswith("job.log:1"), obs.summary
+    assert "custom_all_reduce.cuh:37: CUDA error: invalid argument" in obs.evidence["exception"]
+
+
+def test_a_crash_after_records_that_carry_no_step_is_not_placed_before_the_first(tmp_path):
+    # Sunshine535/nips-grpo-dynamics: the HF Trainer's printed dicts, the run's summary, then the script's own crash
+    records = "".join(f"{{'loss': 0.0{i}, 'grad_norm': 0.1, 'learning_rate': 1e-06, 'reward': 0.9, 'epoch': 0.{i}}}\n"
+                      for i in range(1, 8))
+    log = (records + "{'train_runtime': 768.0, 'train_loss': 0.02, 'epoch': 1.0}\n"
+           "Traceback (most recent call last):\n"
+           '  File "/work/run_gate.py", line 88, in <module>\n'
+           "    json.dump(results, fh)\n"
+           "TypeError: Object of type bool_ is not JSON serializable\n")
+    _sig, obs = locate(tmp_path, log)
+    assert obs.outcome == "located", obs.summary
+    assert "before the first step record" not in obs.summary
+    assert obs.summary.endswith("with no step number in the log to place it.")

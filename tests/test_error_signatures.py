@@ -2732,3 +2732,35 @@ def test_a_connection_reset_as_a_finished_job_tears_down_is_no_failure(tmp_path)
            "addr=[::]:27967, remote=[fdff:ffff::]:35989): Connection reset by peer\n")
     obs = examine(tmp_path, HEAD + log)
     assert obs.outcome not in ("connection_closed", "network_failure"), obs.summary
+
+
+# Ray's worker exit details (ray-project/ray src/ray/raylet/node_manager.cc, python/ray/_raylet.pyx)
+RAY_VANISHED = ("(raylet) The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+                "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential "
+                "root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop "
+                "--force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.\n")
+
+
+def test_a_ray_worker_that_vanished_is_a_kill_whose_sender_is_unknown(tmp_path):
+    # OpenRLHF/OpenRLHF#305: the critic's worker gone, nothing else in the paste
+    obs = examine(tmp_path, "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+                            + RAY_VANISHED)
+    assert obs.outcome == "killed", obs.summary
+    assert obs.evidence["signature"] == "ray_worker_vanished"
+
+
+def test_a_ray_worker_that_vanished_after_its_own_abort_reports_that_abort(tmp_path):
+    # examples/nccl-collective-mismatch: the watchdog's timeout, the rank's SIGABRT, then Ray's report of the death
+    log = ("[rank1]:[E ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2481, "
+           "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
+           "(MegatronTrainRayActor pid=2231) *** SIGABRT received at time=1786962673 on cpu 17 ***\n" + RAY_VANISHED)
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "nccl_abort", obs.summary
+
+
+def test_a_k8s_worker_exit_is_a_sigterm_that_makes_memory_a_suspect(tmp_path):
+    obs = examine(tmp_path, "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker "
+                            "exit detail: Worker exits unexpectedly. Worker exits with an exit code None. The worker may "
+                            "have exceeded K8s pod memory limits.\n")
+    assert obs.outcome == "terminated", obs.summary
+    assert obs.evidence["signature"] == "ray_worker_k8s_exit"

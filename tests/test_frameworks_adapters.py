@@ -203,6 +203,40 @@ def test_verl_console_lines_are_read_with_ray_prefixes_and_lost_ansi_escapes(tmp
     assert index.unparsed_metric_lines == 0
 
 
+def _hard_wrap(line: str, width: int) -> str:
+    """A line as a terminal of `width` columns copies it: cut every `width` characters."""
+    return "".join(line[i:i + width] + "\n" for i in range(0, len(line), width))
+
+
+# verl-project/verl#1224's shape: a step line copied from a terminal that wrapped it, mid-number and mid-key
+WRAPPED_STEP = ("(TaskRunner pid=3591053) step:1049 - global_seqlen/min:16832.000 - global_seqlen/balanced_max:16845.000 - "
+                "actor/entropy_loss:0.001 - critic/vf_loss:0.087 - actor/pg_loss:0.090 - actor/ppo_kl:0.000 - "
+                "actor/pg_clipfrac_lower:0.000 - actor/grad_norm:0.629 - response_length/clip_ratio:0.004 - "
+                "critic/score/mean:0.104 - critic/values/max:0.62")
+
+
+def test_a_verl_step_line_a_terminal_wrapped_is_read_whole(tmp_path):
+    log = "Training Progress:  21%|██        | 1049/4984 [42:39<129:34:07, 118.54s/it]\n" + _hard_wrap(WRAPPED_STEP, 97)
+    index = scan_logs([_log(tmp_path, log)])
+    assert index.metrics.series("verl", "global_seqlen/balanced_max")[1][0] == 16845.0  # not 16, cut at the wrap
+    assert index.metrics.series("verl", "actor/entropy_loss")[1][0] == 0.001
+    assert index.metrics.series("verl", "critic/values/max")[1][0] == 0.62
+    assert index.records_per_kind() == {"verl": 1}
+    assert index.unparsed_metric_lines == 0
+
+
+def test_lines_after_a_whole_verl_step_line_are_not_joined_to_it(tmp_path):
+    # a narrower line of ` - ` items after a step line that was not wrapped (a different width) is its own
+    line = WRAPPED_STEP[:120]
+    log = (line + "\n"
+           "(TaskRunner pid=3591053) step:1050 - actor/grad_norm:0.5 - critic/score/mean:0.2\n"
+           " - actor/grad_norm:99.0 - a note a user typed under it that is wider than the line above, much wider\n")
+    index = scan_logs([_log(tmp_path, log)])
+    steps, values = index.metrics.series("verl", "actor/grad_norm")
+    assert list(steps) == [1050] and list(values) == [0.5]
+    assert index.records_per_kind() == {"verl": 2}
+
+
 def test_verl_metrics_map_onto_canonical_names_with_their_source(tmp_path):
     run = open_file_run(str(_log(tmp_path, VERL_LOG)))
     m = run.metrics

@@ -187,13 +187,32 @@ def test_failed_allocation_outside_the_logprob_pass_decides_nothing(tmp_path):
         examine(logs_only_run(tmp_path, log))
 
 
+# skypilot-org/skypilot#10269 as pasted (a slime example): the failed request on the OOM line, the GPU's capacity
+# on the next, the log-prob frame under them
+SKYPILOT_LOGPROB_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.84 GiB.\n"
+    "GPU 0 has a total capacity of 79.19 GiB of which 3.79 GiB is free.\n"
+    "  ...\n"
+    '  File "slime/utils/ppo_utils.py", line 219, in vocab_parallel_softmax\n'
+    "    normalized_logits = logits.sub_(logits_max) if inplace else logits - logits_max\n")
+
+
 def test_an_oom_message_pasted_over_two_lines_still_names_the_gpus_size(tmp_path):
     # skypilot-org/skypilot#10269 as pasted: the failed request on the OOM line, the GPU's capacity on the next
-    (tmp_path / "job.log").write_text(
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.84 GiB.\n"
-        "GPU 0 has a total capacity of 79.19 GiB of which 3.79 GiB is free.\n"
-        "  ...\n"
-        '  File "slime/utils/ppo_utils.py", line 219, in vocab_parallel_softmax\n'
-        "    normalized_logits = logits.sub_(logits_max) if inplace else logits - logits_max\n", encoding="utf-8")
+    (tmp_path / "job.log").write_text(SKYPILOT_LOGPROB_OOM, encoding="utf-8")
     with pytest.raises(Unavailable, match=r"the failed allocation \(3.84 of 79.19 GiB\) is too small"):
         MemoryBudget().examine(open_run(str(tmp_path)))
+
+
+def test_an_oom_in_the_log_prob_pass_without_arguments_ranks_the_logits_first(tmp_path, capsys):
+    # skypilot-org/skypilot#10269 (a slime example): a 3.84 GiB request in slime's vocab_parallel_softmax, no
+    # arguments kept; the OOM's phase is half the catalog's evidence for the logits, and it is named
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(SKYPILOT_LOGPROB_OOM, encoding="utf-8")
+    rc = main(["run", str(tmp_path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 3 and report["root_cause"]["id"] == "inconclusive"
+    first = report["candidates"][0]
+    assert first["id"] == "memory.logits_tensor"
+    assert any("log-prob pass" in s for s in first["supports"])

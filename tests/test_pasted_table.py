@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from triage.cli import main
 from triage.formats.pasted_table import PASTE_BYTES, paste_texts, pasted_tables, tables
 from triage.run import open_run
 
@@ -128,3 +132,45 @@ def test_a_paste_of_record_lines_gives_the_canonical_series(tmp_path):
 
     grad = Metrics.from_run(open_run(str(tmp_path))).get("grad_norm")
     assert grad is not None and grad.source == "table:grad_norm" and list(grad.steps) == [10, 11, 12]
+
+
+# greyhaven-ai/autocontext#1067: a GRPO run's summary typed into the issue, no step
+TYPED_SUMMARY = ("completions/mean_length: 256   completions/clipped_ratio: 1   mean_terminated_length: 0\n"
+                 "reward: 0   reward_std: 0   frac_reward_zero_std: 1   loss: 0   grad_norm: 0\n")
+
+
+def test_a_typed_summary_of_known_metrics_is_one_record():
+    from triage.formats.pasted_table import summary_records
+    from triage.metrics import TABLE_KEYS
+
+    records = summary_records(TYPED_SUMMARY.splitlines(), TABLE_KEYS.__contains__)
+    assert records == [{"completions/mean_length": 256.0, "completions/clipped_ratio": 1.0, "mean_terminated_length": 0.0,
+                        "reward": 0.0, "reward_std": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0, "grad_norm": 0.0}]
+
+
+@pytest.mark.parametrize("text", [
+    "Time: 12:30   Date: 2025-01-02   Node: gpu-3\n",  # values that are no numbers
+    "alpha: 1   beta: 2   gamma: 3\n",  # numbers under names no metric has
+    "I set reward: 0 and loss: 0 in one sentence with single spaces\n",
+])
+def test_prose_and_unknown_names_are_no_summary(text):
+    from triage.formats.pasted_table import summary_records
+    from triage.metrics import TABLE_KEYS
+
+    assert summary_records(text.splitlines(), TABLE_KEYS.__contains__) == []
+
+
+def test_a_typed_summary_is_triaged_not_refused(tmp_path, capsys):
+    (tmp_path / "job.log").write_text(TYPED_SUMMARY, encoding="utf-8")
+    rc = main(["run", str(tmp_path / "job.log"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 3 and report["root_cause"]["id"] == "inconclusive"
+    # every response cut at the limit: the two causes of a cut lead, not the groups' lack of spread it causes
+    assert {c["id"] for c in report["candidates"][:2]} == {"rollout.max_len_too_small", "rollout.missing_stop_token"}
+
+
+def test_the_coverage_names_a_pasted_table_as_what_was_read_of_its_file(tmp_path, capsys):
+    (tmp_path / "job.log").write_text(TYPED_SUMMARY, encoding="utf-8")
+    main(["run", str(tmp_path), "--json"])
+    read = json.loads(capsys.readouterr().out)["coverage"]["read"]
+    assert read["logs"] == [{"file": "job.log", "format": "pasted_table", "records": 1}]

@@ -577,3 +577,82 @@ def test_the_trainers_printed_dicts_are_quoted_by_record_not_by_step(tmp_path):
     (tmp_path / "job.log").write_text("".join(lines))
     obs = classify(open_run(str(tmp_path)))
     assert "at step 300" in obs.summary, obs.summary
+
+
+def test_the_metrics_question_after_a_crash_does_not_deny_the_crash(tmp_path, capsys):
+    # THUDM/slime#656 as pasted: a crash the catalog does not name, then "what do the metrics show?"; its answer
+    # had read "no fatal error" right under the located crash
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(  # the paste cut before the exception's line: where it is, not what
+        "ray.exceptions.RayTaskError(RuntimeError): ray::FSDPTrainRayActor.init() (pid=182194, ip=172.17.0.3)\n"
+        '  File "/root/slime/slime/backends/fsdp_utils/actor.py", line 88, in init\n'
+        "    self.load_ref_model(args.ref_load)\n"
+        '  File "/root/slime/slime/backends/fsdp_utils/actor.py", line 140, in load_ref_model\n'
+        "    model.load_state_dict(state)\n", encoding="utf-8")
+    main(["run", str(tmp_path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    after = [s for s in report["path"] if s["probe"] == "symptom"][-1]
+    assert after["outcome"] == "no_symptom"
+    assert after["summary"].startswith("Apart from the crash set aside, no symptom")
+    assert "no fatal error" not in after["summary"]
+
+
+# huggingface/trl#3857 as pasted: one record, every group scoring alike, loss and grad norm 0
+TRL_NO_SPREAD = ("{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 1.7050844078611056e-06, 'num_tokens': 1751675.0, "
+                 "'completions/mean_length': 701.8125, 'completions/clipped_ratio': 0.0, 'rewards/if_rewrite_reward/mean': "
+                 "2.5, 'rewards/if_rewrite_reward/std': 5.08, 'reward': 2.5, 'reward_std': 0.0, 'frac_reward_zero_std': 1.0, "
+                 "'kl': 0.0, 'entropy': 0.61, 'clip_ratio/region_mean': 0.0, 'epoch': 0.12}\n")
+
+
+def _report(tmp_path, text, capsys):
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    rc = main(["run", str(tmp_path), "--json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_too_few_records_leave_the_trend_causes_open_and_a_record_without_spread_points_at_the_reward(
+        tmp_path, capsys):
+    rc, report = _report(tmp_path, TRL_NO_SPREAD, capsys)
+    assert rc == 3 and report["root_cause"]["id"] == "inconclusive"
+    first = report["path"][0]
+    assert first["outcome"] == "no_symptom"
+    assert set(first["evidence"]["unseen_outcomes"]) == {"grad_explosion", "no_update", "policy_drift", "reward_flat"}
+    assert "reward.no_signal" not in {r["verdict"] for r in report["ruled_out"]}
+    top = report["candidates"][0]
+    assert top["id"] == "reward.no_signal"
+    assert "100% or more of the prompt groups had no reward spread" in top["supports"][0]
+
+
+def test_verls_advantages_of_zero_on_every_record_point_at_the_reward(tmp_path, capsys):
+    # rllm-org/rllm#54: every score 0, the advantages' range 0 (verl/trainer/ppo/metric_utils.py)
+    line = ("(TaskRunner pid=9) step:1 - critic/score/mean:0.000 - critic/score/max:0.000 - critic/score/min:0.000 - "
+            "critic/advantages/mean:0.000 - critic/advantages/max:0.000 - critic/advantages/min:0.000 - "
+            "actor/pg_loss:0.000 - actor/grad_norm:0.000 - response_length/mean:512.0\n")
+    _rc, report = _report(tmp_path, line, capsys)
+    assert report["candidates"][0]["id"] == "reward.no_signal"
+    assert "advantages are 0" in report["candidates"][0]["supports"][0]
+
+
+def test_a_few_records_with_a_spread_point_nowhere(tmp_path, capsys):
+    text = TRL_NO_SPREAD.replace("'reward_std': 0.0, 'frac_reward_zero_std': 1.0", "'reward_std': 0.4, 'frac_reward_zero_std': 0.25")
+    _rc, report = _report(tmp_path, text, capsys)
+    assert report["candidates"][0]["id"] != "reward.no_signal"
+    assert not any("no reward spread" in s for c in report["candidates"] for s in c["supports"])
+
+
+def test_a_record_cut_at_the_limit_points_at_the_cut_not_at_the_groups_it_made_alike(tmp_path):
+    from probes.symptom import _few_records_hints
+    from triage.run import open_run
+
+    text = TRL_NO_SPREAD.replace("'completions/clipped_ratio': 0.0", "'completions/clipped_ratio': 0.95")
+    (tmp_path / "job.log").write_text(text, encoding="utf-8")
+    hints = _few_records_hints(open_run(str(tmp_path)))
+    assert [h["verdict"] for h in hints] == ["rollout.max_len_too_small", "rollout.missing_stop_token"]
+    assert "95% or more of the responses were cut" in hints[0]["because"]

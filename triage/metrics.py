@@ -88,6 +88,7 @@ def _candidates() -> dict[str, tuple[tuple[str, str], ...]]:
 CANONICAL: dict[str, tuple[tuple[str, str], ...]] = _candidates()
 # the columns a CSV metric file's header must name one of to be read (triage/formats/csv_metrics.py)
 CSV_KEYS = frozenset(key for pairs in CANONICAL.values() for kind, key in pairs if kind == "csv")
+TABLE_KEYS = frozenset(key for pairs in CANONICAL.values() for kind, key in pairs if kind == PASTED_TABLE)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ class Metrics:
         if run.artifacts.logs:
             from triage.formats.pasted_table import pasted_tables
 
-            table.merge(pasted_tables(run.pastes.values()))
+            table.merge(pasted_tables(run.pastes.values(), TABLE_KEYS.__contains__))
             if not getattr(a, "trainer_states", None):  # (with the file itself, its records are read from it)
                 from triage.formats.pasted_records import pasted_records
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from triage import safe_io
@@ -262,14 +262,51 @@ def paste_texts(paths: Iterable[Path]) -> dict[str, str]:
     return out
 
 
-def pasted_tables(texts: Iterable[str]) -> MetricTable:
-    """The tables of pasted texts, as one metric table."""
+# A summary typed under a log or copied from a dashboard: lines of `name: value` items two spaces or more apart, no
+# step (greyhaven-ai/autocontext#1067: `completions/mean_length: 256   completions/clipped_ratio: 1   …` over
+# `reward: 0   reward_std: 0   frac_reward_zero_std: 1   loss: 0   grad_norm: 0`). Its lines together are one
+# record, when MIN_ITEMS items or more are numbers and MIN_KNOWN of their names are metrics the vocabulary knows.
+_SUMMARY_SPLIT = re.compile(r"\s{2,}|\t")
+_SUMMARY_ITEM = re.compile(r"^(?P<k>[A-Za-z_][\w/.@\-]*):\s*(?P<v>-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf)$")
+MIN_KNOWN = 2
+
+
+def summary_records(lines: Iterable[str], known: Callable[[str], bool]) -> list[dict[str, float]]:
+    """The summaries of a paste, one record each (a block of consecutive summary lines)."""
+    out: list[dict[str, float]] = []
+    block: dict[str, float] = {}
+
+    def close() -> None:
+        if len(block) >= MIN_ITEMS and sum(1 for k in block if known(k)) >= MIN_KNOWN:
+            out.append(dict(block))
+        block.clear()
+
+    for line in lines:
+        parts = [p for p in _SUMMARY_SPLIT.split(line.strip()) if p] if ":" in line else []
+        items = [_SUMMARY_ITEM.match(p) for p in parts]
+        if len(items) < 2 or not all(items):
+            close()
+            continue
+        for m in items:
+            block[m.group("k")] = float(m.group("v"))
+    close()
+    return out
+
+
+def pasted_tables(texts: Iterable[str], known: Callable[[str], bool] | None = None) -> MetricTable:
+    """The tables of pasted texts, as one metric table. `known(name)`: whether a name is a metric of the
+    vocabulary (a typed summary counts only with such names)."""
     table = MetricTable()
+    summaries = 0
     for text in texts:
         lines = text.splitlines()
         for step, record in tables(lines):
             table.add(KIND, step, record)
         for step, record in step_lines(lines):
             table.add(KIND, step, record)
+        if known is not None and table.empty():
+            for record in summary_records(lines, known):
+                summaries += 1
+                table.add(KIND, summaries, record)
     return table
 

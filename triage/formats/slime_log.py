@@ -86,6 +86,12 @@ MAX_TRACEBACK_WALK = 64
 # A metric dict a terminal wrapped onto further lines (pasted from a console): at most this many
 # lines and characters are joined to it before it counts as cut off
 MAX_WRAPPED_DICT_LINES = 32
+# A verl step line a terminal wrapped at its width: the physical lines after it are as wide as it, the last one
+# shorter, each holding ` - key:value` items and no record of its own (verl-project/verl#1224, #1208: a 238-column
+# terminal's copy of `step:1049 - global_seqlen/min:16832.000 - …`). A line narrower than this is never a wrap.
+MIN_WRAP_WIDTH = 80
+_VERL_WRAP_ITEMS = re.compile(r" - [\w/@.\-]+:\S")
+_VERL_STEP_AGAIN = re.compile(r"(?:^|\s)step:\d+ - |^\s*\(\w+ pid=\d+|^\s*\[rank\d+\]")
 MAX_WRAPPED_DICT_CHARS = 64 << 10
 SAMPLE_LINES = 200  # lines read at the head and tail of each file for its format and timestamps
 MAX_UNPARSED_SAMPLES = 3
@@ -1032,6 +1038,8 @@ class _FileScan:
         self.walk_budget = 0
         self.walk_head: tuple[int, int, str] | None = None  # a wrapped dict's first line: (line_no, marks, text)
         self.rejoining = False  # parsing a wrapped dict's joined lines (no second walk from it)
+        self.walk_record: MetricRecord | None = None  # a verl step line held while its wrapped lines are read
+        self.walk_message = ""  # that line from its message's first character
         self.arguments: dict[str, str] = {}
         self.command_parts: list[str] = []
         self.tail_sample: bytes = b""  # the last bytes read, for the last timestamp
@@ -1490,6 +1498,15 @@ class _FileScan:
             brace = msg.find("{")
             self._hf_record(rec, line_no, logged or _LOGGER_BEFORE_DICT.search(msg, 0, max(brace, 0)) is not None)
             return True
+        if rec.grammar == "verl_console" and self.walk is None:
+            line = raw.rstrip("\r\n")
+            if len(line) >= MIN_WRAP_WIDTH:
+                self._start_walk("verl_wrap", None)
+                self.command_parts = [line]
+                self.walk_record = rec
+                at = line.find(msg[:40])
+                self.walk_message = line[at:] if at >= 0 else msg
+                return True
         self._add_record(rec)
         return True
 
@@ -1723,6 +1740,8 @@ class _FileScan:
         """One line of an open arguments block / continued command / wrapped dict; False when it is not part of it."""
         if self.walk == "dict":
             return self._dict_feed(raw, marks)
+        if self.walk == "verl_wrap":
+            return self._verl_wrap_feed(raw, marks)
         line = split_line(raw)
         if line.source != self.walk_source:
             return False
@@ -1768,7 +1787,37 @@ class _FileScan:
                 self.rejoining = False
         return True
 
+    def _verl_wrap_feed(self, raw: str, marks: int) -> bool:
+        """One physical line a wrapped verl step line may go on in: as wide as its first line (the last one
+        narrower), holding ` - key:value` items and no record or prefix of its own."""
+        text = raw.rstrip("\r\n")
+        width = len(self.command_parts[0])
+        if (len(text) > width or marks & (_ERROR_MARK | _TRACE_MARK) or _VERL_WRAP_ITEMS.search(text) is None
+                or _VERL_STEP_AGAIN.search(text)):
+            self._end_walk()
+            return False
+        self.command_parts.append(text)
+        if len(text) < width or len(self.command_parts) > MAX_WRAPPED_DICT_LINES:
+            self._end_walk()
+        return True
+
+    def _end_verl_wrap(self) -> None:
+        rec = self.walk_record
+        self.walk_record = None
+        if rec is None:
+            return
+        if len(self.command_parts) > 1:
+            try:
+                joined = parse_framework_metric(self.walk_message + "".join(self.command_parts[1:]))
+            except Unparsed:
+                joined = None
+            if joined is not None and joined.grammar == rec.grammar and joined.index == rec.index:
+                rec = joined
+        self._add_record(rec)
+
     def _end_walk(self) -> None:
+        if self.walk == "verl_wrap":
+            self._end_verl_wrap()
         if self.walk == "arguments" and self.arguments:
             self.out.arguments = dict(self.arguments)  # the last block wins: the run that failed
         elif self.walk == "command" and self.command_parts:

@@ -34,6 +34,15 @@ LOG_SUFFIXES = {".log", ".out", ".err", ".txt"}
 LOG_NAMES = {"stdout", "stderr", "output", "log"}
 NOT_LOGS = {"latest_checkpointed_iteration.txt", "cmdline.txt", "command.txt", "requirements.txt", "README.txt"}
 COMMAND_FILES = ("cmdline.txt", "command.txt", "cmd.txt", "entrypoint.txt")
+MARKDOWN_SUFFIXES = {".md", ".markdown"}
+# a Markdown file named for a console (`run_terminal.md`, `failed_log_for_sglang.md`, `stdout.md`), not a README
+CONSOLE_NAME = re.compile(r"log|terminal|console|output|stdout|stderr|trace|err", re.I)
+NOTES_NAME = re.compile(r"^(?:README|CHANGELOG|CHANGES|LICENSE|CONTRIBUTING|NOTES)\b", re.I)
+# what a job's console holds that prose does not: a traceback, a level word, a step record, a Ray actor's or a
+# rank's prefix, Hydra's failure line
+CONSOLE_MARKS = re.compile(
+    rb"Traceback \(most recent call last\)|\b(?:ERROR|WARNING|INFO)\b|\bstep[: ]\s*\d+|\{'loss': |"
+    rb"Error executing job with overrides|\[rank\d+\]|\(\w+ pid=\d+")
 ITER_DIR = re.compile(r"^iter_\d{7}$")
 FLIGHT_RECORDER = re.compile(r"(nccl_trace|fr_trace|flight_recorder|flightrecorder)", re.I)
 # A JSON file of a trainer's records under another name than trainer_state.json: a script's dump of
@@ -163,10 +172,20 @@ def _is_hf_checkpoint(names: set[str]) -> bool:
     )
 
 
-def _dfs_key(root: Path, path: Path) -> tuple[tuple[str, ...], str]:
+def _name_key(name: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
+    """A file name's place among its siblings: the part before the first dot compared first, its numbers as numbers.
+    `job.log` comes before `job-2.log` (a plain sort puts `-` before `.`: a log's continuation read ahead of it, so
+    an error in the continuation was taken as the first, huggingface/trl#3408's two pasted blocks), and
+    `worker-2.log` before `worker-10.log`."""
+    base, _, rest = name.partition(".")
+    parts = tuple((1, int(t), "") if t.isdigit() else (0, 0, t) for t in re.split(r"(\d+)", base) if t)
+    return parts, rest
+
+
+def _dfs_key(root: Path, path: Path) -> tuple[tuple[str, ...], tuple[tuple[tuple[int, int, str], ...], str]]:
     """Order of a top-down walk with sorted names: a directory's files before its subdirectories."""
     rel = path.relative_to(root)
-    return rel.parent.parts if rel.parent != Path(".") else (), rel.name
+    return rel.parent.parts if rel.parent != Path(".") else (), _name_key(rel.name)
 
 
 class _Walk:
@@ -354,6 +373,8 @@ class _Walk:
             return
         elif (path.suffix in LOG_SUFFIXES or name in LOG_NAMES) and here.name not in ("rollout_result", "trajectory"):
             found.logs.append(path)
+        elif self._console_by_content(here, path):
+            found.logs.append(path)
 
     def _dir_context(self, here: Path) -> tuple[bool, bool]:
         """(near the root, inside a W&B run folder) of a directory: worked out once per directory."""
@@ -395,6 +416,20 @@ class _Walk:
             return False
         return isinstance(row, dict) and any(isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool)
                                              for k in STEP_KEYS)
+
+    def _console_by_content(self, here: Path, path: Path) -> bool:
+        """A job's console saved under a name no log suffix marks, near the run's root: Markdown named for a log
+        (hebiao064/verl's recipe/spin/failed_log_for_sglang.md, JuncyLu/trl_DAPO's training_logs/…/run_terminal.md)
+        or a file without an extension, whose head is text holding a log's marks. A README or notes file is no log:
+        its snippets are examples, not the run's output."""
+        near_root, _ = self._dir_context(here)
+        name = path.name
+        if not near_root or (path.suffix not in MARKDOWN_SUFFIXES and path.suffix != "") or name.startswith("."):
+            return False
+        if path.suffix in MARKDOWN_SUFFIXES and (not CONSOLE_NAME.search(path.stem) or NOTES_NAME.match(name)):
+            return False
+        head = self._sniffed_head(path, 64 << 10)
+        return head is not None and b"\0" not in head and CONSOLE_MARKS.search(head) is not None
 
     def _json_records(self, path: Path) -> bool:
         """Whether a JSON file holds a trainer's step records (`_JSON_RECORD_LIST`, `_JSON_HISTORY_KEY`): a list whose
