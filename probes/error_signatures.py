@@ -953,21 +953,34 @@ def _scan(log: LogIndex, sigs: tuple[Signature, ...], prefilter: re.Pattern[str]
 TEARDOWN_OUTCOMES = frozenset({"connection_closed", "network_failure", "nccl_abort"})
 
 
+# Ray's reports of a worker that ended, as a finished job's actors are shut down (verl's `Final validation metrics:`,
+# then the raylet's `A worker died or was killed … Worker exits unexpectedly by a signal. SystemExit is raised (sys.exit
+# is called). … The process receives a SIGTERM.`: a committed verl PPO run its author called finished)
+TEARDOWN_SIGNATURES = frozenset({"ray_worker_vanished", "ray_worker_k8s_exit"})
+
+
 def _teardown_after_training(result: ErrorScan) -> ErrorScan:
-    """A connection or collective failing after the trainer's own words that training ended is its teardown."""
-    if not any(m.signature.outcome in TEARDOWN_OUTCOMES for m in result.matches):
+    """A connection or collective failing, or Ray reporting a worker's end, after the trainer's own words that
+    training ended is its teardown."""
+    if not any(m.signature.outcome in TEARDOWN_OUTCOMES or m.signature.id in TEARDOWN_SIGNATURES
+               for m in result.matches) and not any(CONSEQUENCE_LINE.search(f[0].text) for f in result.fatal_lines):
         return result
     after: dict[str, bool] = {}
 
-    def teardown(m: SignatureMatch) -> bool:
-        if m.signature.outcome not in TEARDOWN_OUTCOMES:
-            return False
-        key = f"{m.line.path}:{m.line.line_no}"
+    def finished_before(line: LogLine) -> bool:
+        key = f"{line.path}:{line.line_no}"
         if key not in after:
-            after[key] = _finished_before(m.line) is not None
+            after[key] = _finished_before(line) is not None
         return after[key]
 
-    return dataclasses.replace(result, matches=[m for m in result.matches if not teardown(m)])
+    def teardown(m: SignatureMatch) -> bool:
+        if m.signature.outcome not in TEARDOWN_OUTCOMES and m.signature.id not in TEARDOWN_SIGNATURES:
+            return False
+        return finished_before(m.line)
+
+    return dataclasses.replace(
+        result, matches=[m for m in result.matches if not teardown(m)],
+        fatal_lines=[f for f in result.fatal_lines if not (CONSEQUENCE_LINE.search(f[0].text) and finished_before(f[0]))])
 
 
 _RAISE_CODE = re.compile(RAISE_CODE)

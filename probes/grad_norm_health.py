@@ -20,6 +20,8 @@ Zeros are left out (the zero-advantage skip logs 0.0); NaN / Inf are the
 
 from __future__ import annotations
 
+import re
+
 import math
 
 from dataclasses import dataclass, field
@@ -244,6 +246,30 @@ def rl_run(run: Run) -> bool:
     """The run is RL post-training (an RL framework's, or it logs what only RL logs): the guides' RL ranges apply
     to it; an SFT or pre-training run's grad norms and learning rates have others."""
     return run.framework in RL_FRAMEWORKS or any(run.metrics.get(name) is not None for name in RL_METRICS)
+
+
+# what an RL run logs under any name, and what its arguments name: the words a supervised run's records and
+# arguments never hold (a reward, a rollout, a completion, an advantage, a KL, a number of generations per prompt)
+_RL_WORDS = re.compile(r"reward|rollout|completion|advantage|(?:^|[/_])kl(?:$|[/_])|generation|critic|ppo|grpo", re.I)
+_RL_TRAINERS = re.compile(r"grpo|ppo|rloo|reinforce|gkd|dapo|gspo|remax", re.I)
+
+
+def supervised_run(run: Run) -> bool:
+    """The run trains on fixed targets (SFT, pre-training): no RL framework, no RL metric under any name, no RL
+    argument, and a loss read over enough records. A reward or truncation check has nothing to read there, so it
+    is no health check of the run (a completed SFT run of ms-swift could never be `healthy`:
+    modelscope/ms-swift#4509's 4900 of 4900 steps). Anything RL-shaped keeps the RL checks required: a reward the
+    triage cannot name must not pass for its absence."""
+    if rl_run(run) or run.framework in ("nemo_rl", "areal"):
+        return False
+    table = run.metrics.table
+    if any(_RL_WORDS.search(key) for kind in table.kinds() for key in table.keys(kind)):
+        return False
+    args = run.args if run.has("args") else {}
+    if any(_RL_WORDS.search(name) for name in args) or _RL_TRAINERS.search(str(args.get("rlhf_type") or "")):
+        return False
+    loss = run.metrics.get("loss")
+    return loss is not None and len(loss.finite()) >= count("loss.min_records")
 
 
 def loss_with_level(run: Run) -> Series | None:

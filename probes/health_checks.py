@@ -19,6 +19,7 @@ must pass.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -52,6 +53,10 @@ QUESTIONS = (
 )
 
 
+# the checks only a run with rollouts can answer (a reward's signal, responses cut at a length limit)
+ROLLOUT_QUESTIONS = ("reward_signal", "truncation")
+
+
 def _answer(question: HealthQuestion, run: Run) -> CheckResult:
     """Ask the owning probe, through its own `check(run)` when it has one, else its `examine`."""
     from triage.probe import registry
@@ -83,12 +88,20 @@ class HealthChecks(Probe):
     how_to_get = {"metrics": NEEDS_HELP["metrics"]}
 
     def examine(self, run: Run) -> Observation:
-        results = [(q, _answer(q, run)) for q in QUESTIONS]
+        from probes.grad_norm_health import supervised_run
+
+        supervised = supervised_run(run)
+        questions = [dataclasses.replace(q, required=False) if supervised and q.name in ROLLOUT_QUESTIONS else q
+                     for q in QUESTIONS]
+        results = [(q, _answer(q, run)) for q in questions]
         checks = [r.as_evidence() | {"required": q.required} for q, r in results]
         ran = [r for _, r in results if r.available]
         failed = [r for r in ran if not r.passed]
         lacking = [r for q, r in results if q.required and not r.available]
-        evidence = {"checks": checks, "ran": len(ran), "required": sum(q.required for q in QUESTIONS)}
+        evidence = {"checks": checks, "ran": len(ran), "required": sum(q.required for q in questions)}
+        if supervised:
+            evidence["supervised"] = ("no RL framework, metric or argument, and a loss over enough records: the "
+                                      f"{' and '.join(ROLLOUT_QUESTIONS)} checks have no rollouts to read")
         if failed:
             names = ", ".join(f"{r.name} ({r.detail.rstrip('.')})" for r in failed)
             return self.observe("failed", f"health check{'s' if len(failed) > 1 else ''} failed: {names}", 0.6,
@@ -100,4 +113,7 @@ class HealthChecks(Probe):
             return self.observe("insufficient", f"{len(lacking)} health check{'s' if len(lacking) > 1 else ''} "
                                 f"could not run: {names}", 0.0, **evidence)
         summary = "every health check ran and passed: " + ", ".join(r.name for r in ran)
+        if supervised:
+            summary += (f" ({' and '.join(ROLLOUT_QUESTIONS)} do not apply: a supervised run, with no RL metric, "
+                        "argument or framework)")
         return self.observe("passed", summary, 0.85, **evidence)

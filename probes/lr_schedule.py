@@ -230,9 +230,18 @@ class LrSchedule(Probe):
                     ev["grad_norm_lr_spearman"] = evidence_number(rho)
                     if rho >= p.track_correlation:
                         reasons.append(f"grad_norm tracks the LR schedule (Spearman {rho:.2f})")
-                if rl and peak > high:
+                # the LR the instability began under: a peak passed long before, under another phase's schedule
+                # (an SFT stage at 2.4e-05, then a GRPO stage at 4e-06 whose grad norm spiked: a tutorial's log of
+                # both), says nothing of it
+                at_onset = peak
+                if lr is not None and len(lr):
+                    before = lr.values[lr.steps <= onset]
+                    at_onset = float(before[-1]) if before.size else float(lr.values[0])
+                    ev["lr"]["at_onset"] = evidence_number(at_onset)
+                if rl and peak > high and at_onset > high:
                     reasons.append(f"the peak LR {peak:.3g} is above the {high:.0e} typical for "
-                                   f"{'LoRA' if lora else 'full-parameter'} RL fine-tuning")
+                                   f"{'LoRA' if lora else 'full-parameter'} RL fine-tuning"
+                                   + (f" (still {at_onset:.3g} at the onset)" if at_onset != peak else ""))
                 if reasons:
                     # the onset this verdict rests on, where postmortems and plots look for it
                     ev["onset_step"] = onset

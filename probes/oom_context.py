@@ -133,7 +133,10 @@ COLOCATION_FRAME = re.compile(r"in (wake_up|sleep|resume_memory_occupation|relea
 # of memory)  file=csrc/core.cpp func=resume line=172`): a resume re-creates the memory a colocated engine
 # released for training (fzyzcjy/torch_memory_saver#99)
 SAVER_RESUME = re.compile(r"torch_memory_saver.*\bfunc=resume\b")
-TRAIN_FRAME = re.compile(r"in (train_step|train_one_step|forward_backward\w*|backward|step|training_step|compute_loss)\b")
+# (verl's worker updating the actor: fsdp_workers.py / megatron_workers.py `update_actor`, and the colocated
+# WorkerDict's `actor_rollout_ref_update_actor`)
+TRAIN_FRAME = re.compile(r"in (train_step|train_one_step|forward_backward\w*|backward|step|training_step|compute_loss|"
+                         r"update_actor|update_policy|\w+_update_actor)\b")
 
 
 def _open_timers(run: Run) -> list[str]:

@@ -47,7 +47,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from triage.errors import Unavailable
-from triage.finding import ALSO_SEEN_OUTCOMES, UNSEEN_OUTCOMES, Observation
+from triage.finding import ALSO_SEEN_OUTCOMES, UNJUDGED_OUTCOMES, UNSEEN_OUTCOMES, Observation
 from triage.formats.slime_log import LAST_TRY
 from triage.formats.tracebacks import Chain, went_on_after
 from triage.probe import Cost, Probe
@@ -56,7 +56,7 @@ from triage.text_quality import garble_score, judge_texts
 from triage.thresholds import count, threshold
 
 from probes.error_signatures import CONSEQUENCE_LINE, cut_traceback_line, progress_lines, scan, short, stopped_on
-from probes.grad_norm_health import GradNormHealth, loss_spikes, loss_with_level
+from probes.grad_norm_health import GradNormHealth, loss_spikes, loss_with_level, rl_run
 from probes.nonfinite_onset import NonfiniteOnset
 from probes.policy_drift import PolicyDrift
 from probes.reward_signal import RewardSignal
@@ -92,6 +92,8 @@ PRECEDENCE = (
 # the symptoms only a series of records can show (a spike over its median, grad_norm 0 on every record, a drift, a
 # reward that never moves): in fewer records than health.grad_norm.min_records they were not looked for
 TREND_SYMPTOMS = ("grad_explosion", "no_update", "policy_drift", "reward_flat")
+# the symptoms read from the metrics
+METRIC_SYMPTOMS = ("step1_anomaly", "nonfinite", "grad_explosion", "truncation", "no_update", "policy_drift", "reward_flat")
 # The steps a log recorded after a traceback are counted by the traceback reader, which reads a log at about 12 MB/s
 # (10.6 s for benchmarks/bench_ingest.py's 128 MB slime log): past this size the symptom check does not read it (the
 # static triage of the 1 GB log took 82 s instead of 5.5 s), and an error with steps after it counts only the
@@ -113,7 +115,19 @@ def _few_records_hints(run: Run) -> list[dict[str, str]]:
         return [{"verdict": "rollout.max_len_too_small", "because": because},
                 {"verdict": "rollout.missing_stop_token", "because": because}]
     hint = _no_spread_on_every_record(run)
-    return [{"verdict": "reward.no_signal", "because": hint}] if hint is not None else []
+    if hint is not None:
+        return [{"verdict": "reward.no_signal", "because": hint}]
+    g = run.metrics.get("grad_norm")
+    if g is not None and rl_run(run):
+        v = g.values[np.isfinite(g.values)]
+        if v.size and bool(np.all(v == 0.0)):
+            # an RL step whose gradient is exactly 0 learned nothing: the no-update question's causes (playbooks/
+            # no_update.yaml), too few records to ask it (JuncyLu/trl_DAPO: grad_norm 0.0 on 3 of 3 records)
+            because = (f"grad_norm is exactly 0 on every one of the {v.size} record{'s' if v.size > 1 else ''} logged "
+                       f"({g.source}): nothing was updated on those steps, too few of them to ask why")
+            return [{"verdict": vid, "because": because}
+                    for vid in ("reward.no_signal", "algo.degenerate_groups", "reward.broken_fn")]
+    return []
 
 
 def _no_spread_on_every_record(run: Run) -> str | None:
@@ -256,14 +270,21 @@ class Symptom(Probe):
         }
         if skipped:
             evidence["ignored"] = skipped
+        records = _metric_records(run) if has_metrics else 0
+        if 0 < records < count("health.grad_norm.min_records") and (not order or order[0] in METRIC_SYMPTOMS):
+            # a trend over records cannot show in fewer than it takes: those symptoms were not looked for, and
+            # their causes stay open beside the metrics' other symptoms (a pasted record of every group scoring alike
+            # had ruled out the reward's causes; three records of a collapsing entropy under a truncation wall, the
+            # entropy's); a crash or a hang is its own story
+            unseen = [s for s in TREND_SYMPTOMS if s not in seen]
+            if unseen:
+                # with no symptom, their causes are the candidates; beside a symptom found, that symptom's causes
+                # lead and theirs are only not ruled out
+                evidence[UNSEEN_OUTCOMES if not order else UNJUDGED_OUTCOMES] = unseen
         if not order:
             what = [k.replace("_", " ") for k, v in evidence["inputs"].items() if v]
             listed = " and ".join([", ".join(what[:-1]), what[-1]] if len(what) > 1 else what)
-            records = _metric_records(run) if has_metrics else 0
             if 0 < records < count("health.grad_norm.min_records"):
-                # a trend over records cannot show in fewer than it takes: those symptoms were not looked for, and
-                # their causes stay open (a pasted record of every group scoring alike had ruled out the reward's)
-                evidence[UNSEEN_OUTCOMES] = list(TREND_SYMPTOMS)
                 hints = _few_records_hints(run)
                 if hints:
                     evidence["suggests"] = hints

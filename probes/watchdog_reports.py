@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from triage.errors import Unavailable
-from triage.finding import Observation
+from triage.finding import UNSEEN_OUTCOMES, Observation
 from triage.probe import Cost, Probe
 
 from probes.error_signatures import rank_of
@@ -186,12 +186,17 @@ class WatchdogReports(Probe):
             "consistent",
             f"The watchdogs of rank {_ranks(sorted({r.rank for r in rs}))} waited on the same collective "
             f"({r0.op}{'' if r0.numel_in is None else f' of {r0.numel_in} elements'}) at SeqNum {seq}{_group_text(group)}: "
-            "they agree on the collective they hang in.",
+            "they agree on the collective they hang in. A rank that never reached it prints no report, so a rank "
+            "missing from it is not ruled out.",
             confidence=0.6,
             seq=seq,
             process_group=group,
             ranks=sorted({r.rank for r in rs}),
             reports=[r.describe() for r in rs],
+            # the flight recorder's own case (examples/nccl-collective-mismatch: rank 1 never reached collective
+            # #2481) leaves no watchdog report of that rank; agreement among those that reported says nothing of it
+            # (verl-project/verl#1158: ranks 3 and 7 of eight agreeing on an ALLTOALL)
+            **{UNSEEN_OUTCOMES: ["collective_mismatch"]},
         )
 
     def _apart(self, reports: list[_Report]) -> Observation | None:

@@ -2764,3 +2764,58 @@ def test_a_k8s_worker_exit_is_a_sigterm_that_makes_memory_a_suspect(tmp_path):
                             "have exceeded K8s pod memory limits.\n")
     assert obs.outcome == "terminated", obs.summary
     assert obs.evidence["signature"] == "ray_worker_k8s_exit"
+
+
+@pytest.mark.parametrize("log", [
+    # NVIDIA-NeMo/RL#1375: a Ray worker whose interpreter lacks Ray itself
+    '(raylet)   File "/opt/venvs/lib/python3.12/site-packages/ray/_private/workers/default_worker.py", line 8, in <module>\n'
+    "(raylet)     import ray\n"
+    "(raylet) ModuleNotFoundError: No module named 'ray'\n",
+    # NVIDIA-NeMo/RL#1244: NeMo-RL's check of a generation worker's environment
+    "(VllmGenerationWorker pid=1845477) ImportError: vLLM is not installed. Please check that the py_executable in the "
+    "runtime_env of VllmGenerationWorker covers the vllm dependency.\n",
+])
+def test_a_worker_environment_without_the_package_is_a_version_mismatch(tmp_path, log):
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+
+
+def test_the_cuda_compilers_refusal_under_an_extension_build_is_the_version_not_ninjas_exit(tmp_path):
+    # deepspeedai/DeepSpeedExamples#103: CUDA 11.0's nvcc on an sm_86 GPU, then torch's ninja build failing
+    log = ("nvcc fatal   : Unsupported gpu architecture 'compute_86'\n"
+           "ninja: build stopped: subcommand failed.\n"
+           "Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3.8/site-packages/torch/utils/cpp_extension.py", line 1533, in _run_ninja_build\n'
+           "    subprocess.run(\n"
+           "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "version_mismatch", obs.summary
+    assert obs.evidence["line"]["where"].endswith("job.log:1")
+
+
+def test_verls_default_scorer_without_a_scorer_for_the_data_source_is_a_broken_reward_function(tmp_path):
+    # KotoHanon/VERL-Maze's verl_demo.log: an older verl's bare NotImplementedError at the end of the dispatcher
+    log = ("(TaskRunner pid=2151) Traceback (most recent call last):\n"
+           '(TaskRunner pid=2151)   File "/verl/verl/workers/reward_manager/naive.py", line 58, in __call__\n'
+           "(TaskRunner pid=2151)     score = self.compute_score(\n"
+           '(TaskRunner pid=2151)   File "/verl/verl/utils/reward_score/__init__.py", line 37, in _default_compute_score\n'
+           "(TaskRunner pid=2151)     raise NotImplementedError\n"
+           "(TaskRunner pid=2151) NotImplementedError\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome == "reward_fn_failed", obs.summary
+    # a NotImplementedError anywhere else is no reward function's
+    other = examine(tmp_path, log.replace("_default_compute_score", "forward").replace("reward_score/__init__.py",
+                                                                                        "models/llama.py"))
+    assert other.outcome != "reward_fn_failed"
+
+
+def test_ray_reporting_workers_ended_after_verls_final_validation_is_the_finished_jobs_teardown(tmp_path):
+    # a committed verl PPO run its author called finished: the last validation, then Ray shutting the actors down
+    finished = ("(TaskRunner pid=267532) (\"Final validation metrics: {'val-core/char_count/reward/mean@1': 0.91}\")\n")
+    death = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+             "the problem, check the logs for the dead worker. RayTask ID: ffffffffffffffffc90bbe15 Worker ID: f7ea96b1 "
+             "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly by a signal. SystemExit is "
+             "raised (sys.exit is called). Exit code: 1. The process receives a SIGTERM.\n")
+    assert examine(tmp_path, finished + death).outcome == "none"
+    # before the trainer's last words, the same report is an error the job stopped on
+    assert examine(tmp_path, death + finished).outcome != "none"

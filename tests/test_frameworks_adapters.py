@@ -814,3 +814,30 @@ def test_an_adapter_that_cannot_be_imported_is_skipped_and_the_others_read(tmp_p
     assert rc in (0, 3) and json.loads(captured.out)["run"]["framework"] == "verl"
     assert FRAMEWORK_NAMES <= set(reg) and "gone" not in reg
     assert "framework_adapter_skipped" in captured.err and "no_such_module" in captured.err
+
+
+def test_a_megatron_record_broken_after_its_bars_is_read_whole(tmp_path):
+    # NVIDIA-NeMo/Megatron-Bridge#5306 as pasted: one training_log line over four lines, each ending on a bar
+    log = ("iteration 5/50 | elapsed time per iteration: 21392.5 ms |\n"
+           "learning rate: 1.350000E-04 | global batch size: 4096 |\n"
+           "loss scale: 1.0 | grad norm: nan |\n"
+           "number of skipped iterations: 0 | number of nan iterations: 0\n"
+           "\n"
+           "iteration 6/50 | elapsed time per iteration: 21313.4 ms | lm loss: 2.5 | grad norm: 1.2 |\n"
+           "[rank0]: some other line: 3 |\n")
+    index = scan_logs([_log(tmp_path, log)])
+    steps, values = index.metrics.series("megatron", "grad norm")
+    assert list(steps) == [5, 6] and math.isnan(values[0]) and values[1] == 1.2
+    assert index.metrics.series("megatron", "learning rate")[1][0] == 1.35e-04
+    assert index.metrics.series("megatron", "lm loss")[1].tolist() == [2.5]  # the rank's line is no item of step 6
+    assert index.unparsed_metric_lines == 0
+
+
+def test_verls_sft_steps_after_their_progress_bars_are_each_a_record(tmp_path):
+    # verl's fsdp_sft_trainer prints each step right after the bar, on its line: long lines, one record each, none a
+    # wrapped continuation of the one before
+    log = "".join(f"Epoch 2/2:  9{i}%|█████████▋| 12{i}/125 [12:2{i}<00:24,  6.06s/it]step:24{i} - "
+                  f"train/loss:0.59{i}6565737724304 - train/lr(1e-3):4.385849505708084e-06\n" for i in range(5))
+    index = scan_logs([_log(tmp_path, log)])
+    steps, _values = index.metrics.series("verl", "train/loss")
+    assert list(steps) == [240, 241, 242, 243, 244]

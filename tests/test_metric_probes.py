@@ -1255,3 +1255,18 @@ def test_a_printed_trainer_dict_is_no_first_update(tmp_path):
         encoding="utf-8")
     obs = examine(PolicyDrift(), open_run(str(tmp_path)))
     assert "first update" not in obs.summary and "first_update" not in obs.evidence
+
+
+def test_a_peak_lr_of_an_earlier_phase_does_not_explain_a_later_spike(tmp_path):
+    # a tutorial's SFT stage at 2.4e-05 and its GRPO stage at 4e-06, one log: the GRPO stage's grad-norm spike came
+    # under an LR below the RL bar, so the SFT stage's peak is no reason for it
+    from triage.run import open_run
+
+    sft = [f"{{'loss': {1.2 - 0.02 * i:.3f}, 'grad_norm': {3.0 + 0.3 * (i % 4):.2f}, 'learning_rate': "
+           f"{2.43e-05 * (1 - i / 20):.4e}, 'epoch': {0.05 * i:.2f}}}" for i in range(13)]
+    grpo = [f"{{'loss': 0.0, 'grad_norm': {g}, 'learning_rate': 4.083e-06, 'reward': 0.4, 'reward_std': 0.2, "
+            f"'kl': 0.0, 'completions/mean_length': 120.0, 'epoch': 0.0{i + 1}}}" for i, g in enumerate((3.9, 21.15))]
+    (tmp_path / "job.log").write_text("\n".join(sft + grpo) + "\n", encoding="utf-8")
+    obs = LrSchedule().examine(open_run(str(tmp_path)))
+    assert obs.outcome != "too_high", obs.summary
+    assert obs.evidence["lr"]["at_onset"] < 1e-05

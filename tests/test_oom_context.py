@@ -549,3 +549,16 @@ def test_an_oom_of_an_inference_server_launched_alone_is_the_engines(tmp_path):
         oom + "[2025-09-07 06:10:23] Received sigquit from a child process. It usually means the child failed.\nKilled\n"))
     assert obs.outcome == "engine_side" and "SGLang engine" in obs.summary, obs.summary
     assert OomContext().examine(open_text_run(oom + "Killed\n")).outcome != "engine_side"
+
+
+def test_an_oom_in_verls_actor_update_is_the_training_step(tmp_path):
+    # verl's FSDP worker updating the actor (verl/workers/fsdp_workers.py update_actor)
+    log = traceback(
+        "(WorkerDict pid=118848)",
+        [("/workspace/verl/verl/single_controller/ray/base.py", 432, "func"),
+         ("/workspace/verl/verl/workers/fsdp_workers.py", 611, "update_actor"),
+         ("/workspace/verl/verl/workers/actor/dp_actor.py", 402, "update_policy")],
+    )
+    obs = OomContext().examine(make_run(tmp_path, log))
+    assert obs.outcome == "training_step"
+    assert "no timer or frame names" not in obs.summary

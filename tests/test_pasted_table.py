@@ -174,3 +174,39 @@ def test_the_coverage_names_a_pasted_table_as_what_was_read_of_its_file(tmp_path
     main(["run", str(tmp_path), "--json"])
     read = json.loads(capsys.readouterr().out)["coverage"]["read"]
     assert read["logs"] == [{"file": "job.log", "format": "pasted_table", "records": 1}]
+
+
+def test_the_notebook_table_copied_with_tabs_is_read(tmp_path):
+    # unslothai/unsloth's DPO notebook as its user copied the rendered table: tabs between cells, spaced slashes
+    header = "Step\tTraining Loss\trewards / chosen\trewards / rejected\trewards / accuracies\trewards / margins\n"
+    rows = "".join(f"{i}\t{0.6931 - 0.01 * i:.6f}\t{0.01 * i:.6f}\t{-0.01 * i:.6f}\t0.{i}00000\t{0.02 * i:.6f}\n"
+                   for i in range(1, 7))
+    table = pasted_tables([header + rows])
+    steps, values = table.series("table", "loss")
+    assert list(steps) == [1, 2, 3, 4, 5, 6] and values[0] == 0.6831
+    assert table.series("table", "rewards/margins")[1][5] == 0.12
+
+
+# screechingviolet/epic-tikz-diagram-generator's train_grpo.log: a GRPO script's printed metrics, numbers as strings
+TIKZ = "".join(f"{{'reward': '0.9{i}13', 'reward_max': '0.9886', 'frac_reward_zero_std': '0', 'loss': '1.268e-05', "
+               f"'grad_norm': '0.68{i}5', 'kl': '0.0006671', 'step_time': '6.358'}}\n" for i in range(8))
+
+
+def test_a_scripts_printed_dicts_are_read_whatever_their_key_order_and_quoting(tmp_path):
+    from triage.formats.pasted_table import dict_records
+    from triage.metrics import TABLE_KEYS
+
+    records = dict_records(TIKZ.splitlines(), TABLE_KEYS.__contains__)
+    assert len(records) == 8 and records[0]["reward"] == 0.9013 and records[0]["grad_norm"] == 0.6805
+    assert dict_records(["{'alpha': '1', 'beta': 2, 'gamma': 3}"], TABLE_KEYS.__contains__) == []
+    (tmp_path / "train_grpo.log").write_text("[train_grpo] resuming from saved adapter\n" + TIKZ, encoding="utf-8")
+    run = open_run(str(tmp_path))
+    assert run.metrics.get("grad_norm").source == "table:grad_norm" and len(run.metrics.get("reward")) == 8
+
+
+def test_the_trainers_own_dicts_are_not_read_twice(tmp_path):
+    # the Trainer's printed dicts (with `epoch`) are the log scan's; the paste reader leaves them
+    log = "".join(f"{{'loss': 0.5, 'grad_norm': 0.{i + 1}, 'learning_rate': 1e-05, 'epoch': 0.{i}}}\n" for i in range(6))
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    run = open_run(str(tmp_path))
+    assert run.metrics.table.count("table") == 0 and len(run.metrics.get("grad_norm")) == 6

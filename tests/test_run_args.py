@@ -368,3 +368,25 @@ def test_an_args_json_that_is_not_json_is_a_one_line_note(tmp_path):
     assert not run.args.has("model")
     assert any(s.startswith("args.json: not read as a config") and "config is not valid JSON" in s
                for s in run.artifacts.skipped)
+
+
+def test_an_indented_script_fragment_is_read_as_its_lines_stand(tmp_path):
+    # a GRPOConfig call pasted from inside a notebook cell's function, its indentation kept (unslothai's GRPO
+    # notebooks); it had refused the whole run as a script that does not parse
+    (tmp_path / "train.py").write_text(
+        "    training_args = GRPOConfig(\n"
+        "        learning_rate = 5e-6,\n"
+        "        num_generations = 8,\n"
+        "        max_completion_length = 768,\n"
+        "    )\n", encoding="utf-8")
+    (tmp_path / "job.log").write_text("{'loss': 0.0, 'grad_norm': 0.2, 'learning_rate': 5e-06, 'epoch': 0.01}\n",
+                                      encoding="utf-8")
+    args = open_run(str(tmp_path)).args
+    assert args.get("max_completion_length") == 768 and args.source_of("num_generations") == "python_config"
+
+
+def test_a_script_that_does_not_parse_even_dedented_is_still_refused(tmp_path):
+    from triage.formats.python_config import parse_python_config
+
+    with pytest.raises(CorruptArtifact, match="does not parse as Python"):
+        parse_python_config("    x = GRPOConfig(\n  learning_rate=1e-6,\n", "train.py")

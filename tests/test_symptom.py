@@ -641,7 +641,8 @@ def test_verls_advantages_of_zero_on_every_record_point_at_the_reward(tmp_path, 
 
 
 def test_a_few_records_with_a_spread_point_nowhere(tmp_path, capsys):
-    text = TRL_NO_SPREAD.replace("'reward_std': 0.0, 'frac_reward_zero_std': 1.0", "'reward_std': 0.4, 'frac_reward_zero_std': 0.25")
+    text = (TRL_NO_SPREAD.replace("'reward_std': 0.0, 'frac_reward_zero_std': 1.0", "'reward_std': 0.4, 'frac_reward_zero_std': 0.25")
+            .replace("'loss': 0.0, 'grad_norm': 0.0", "'loss': 0.01, 'grad_norm': 0.21"))
     _rc, report = _report(tmp_path, text, capsys)
     assert report["candidates"][0]["id"] != "reward.no_signal"
     assert not any("no reward spread" in s for c in report["candidates"] for s in c["supports"])
@@ -656,3 +657,29 @@ def test_a_record_cut_at_the_limit_points_at_the_cut_not_at_the_groups_it_made_a
     hints = _few_records_hints(open_run(str(tmp_path)))
     assert [h["verdict"] for h in hints] == ["rollout.max_len_too_small", "rollout.missing_stop_token"]
     assert "95% or more of the responses were cut" in hints[0]["because"]
+
+
+def _grpo_records(rows: list[dict]) -> str:
+    return "".join(repr(r) + "\n" for r in rows)
+
+
+def test_few_records_under_a_truncation_wall_leave_the_entropys_cause_open(tmp_path, capsys):
+    # JuncyLu/trl_DAPO's run_terminal.md: three records, every response cut, the entropy falling to 0.0085
+    rows = [{"loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-6, "reward": 0.2, "reward_std": 0.1,
+             "completions/mean_length": 1024.0, "completions/clipped_ratio": clip, "entropy": ent, "epoch": e}
+            for clip, ent, e in ((0.96, 1.03, 0.01), (0.97, 0.11, 0.02), (0.995, 0.0085, 0.03))]
+    _rc, report = _report(tmp_path, _grpo_records(rows), capsys)
+    first = report["path"][0]
+    assert first["outcome"] == "truncation"
+    assert "policy_drift" in first["evidence"]["unjudged_outcomes"]
+    assert "policy.entropy_collapse" not in {r["verdict"] for r in report["ruled_out"]}
+
+
+def test_an_rl_gradient_of_zero_on_every_record_points_at_the_no_update_causes(tmp_path, capsys):
+    rows = [{"loss": 0.0, "grad_norm": 0.0, "learning_rate": 1e-6, "reward": 0.5, "reward_std": 0.3,
+             "frac_reward_zero_std": 0.4, "completions/mean_length": n, "epoch": e}
+            for n, e in ((15.05, 0.01), (2.0, 0.02), (2.0, 0.03))]
+    _rc, report = _report(tmp_path, _grpo_records(rows), capsys)
+    ids = [c["id"] for c in report["candidates"]]
+    assert ids[:3] == ["reward.no_signal", "algo.degenerate_groups", "reward.broken_fn"]
+    assert "grad_norm is exactly 0 on every one of the 3 records" in report["candidates"][0]["supports"][0]

@@ -66,6 +66,17 @@ def test_log_banners_each_framework(tmp_path):
     assert where(v["deepspeed"]) == "job.log:3"
 
 
+def test_unsloths_statistics_banner(tmp_path):
+    # unslothai/unsloth unsloth/models/_utils.py, as a committed SFT console prints it
+    log = ("==((====))==  Unsloth 2025.9.6: Fast Qwen3 patching. Transformers: 4.55.4.\n"
+           "   \\\\   /|    NVIDIA GeForce RTX 5060 Ti. Num GPUs = 2. Max memory: 15.444 GB. Platform: Linux.\n"
+           "O^O/ \\_/ \\    Torch: 2.8.0+cu128. CUDA: 12.0. CUDA Toolkit: 12.8. Triton: 3.4.0\n"
+           "\\        /    Bfloat16 = TRUE. FA [Xformers = None. FA2 = True]\n")
+    v = make_run(tmp_path, log=log).versions
+    assert v.as_dict() == {"unsloth": "2025.9.6", "transformers": "4.55.4", "torch": "2.8.0+cu128", "triton": "3.4.0"}
+    assert where(v["torch"]) == "job.log:3" and v["unsloth"].detail == "unsloth's statistics banner"
+
+
 def test_environment_reports(tmp_path):
     # `trl env` (as pasted in huggingface/trl#2698) and verl's scripts/diagnose.py (verl-project/verl#7656)
     log = "\n".join([

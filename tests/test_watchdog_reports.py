@@ -69,6 +69,9 @@ def test_ranks_that_wait_on_the_same_collective_agree_and_the_hang_stays_undecid
     step = _step(report, "watchdog_reports")
     assert step["outcome"] == "consistent"
     assert step["evidence"]["ranks"] == [0, 1, 2, 3]
+    # a rank that never reached the collective prints no report: the mismatch is not ruled out by their agreement
+    assert "dist.collective_mismatch" not in {r["verdict"] for r in report["ruled_out"]}
+    assert "dist.collective_mismatch" in [c["id"] for c in report["candidates"]]
 
 
 def test_reports_of_two_process_groups_are_never_compared(tmp_path, capsys):

@@ -57,8 +57,9 @@ def _pasted_table_records(run: Any) -> dict[str, int]:
     metrics = getattr(run, "metrics", None)
     if metrics is None or not metrics.table.count(KIND):
         return {}
+    dicts = not metrics.table.count("hf_log")
     return {path: n for path, text in run.pastes.items()
-            if (n := pasted_tables([text], TABLE_KEYS.__contains__).count(KIND))}
+            if (n := pasted_tables([text], TABLE_KEYS.__contains__, printed_dicts=dicts).count(KIND))}
 
 
 def _logs(run: Any, root: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -13,9 +13,11 @@ IMPLICIT_OUTCOMES = (UNAVAILABLE, ERROR)
 # not have observed with what it had (a step-1 check that read the KL but no log-probs says nothing of the
 # log-probs' size): the verdicts behind them stay candidates, as behind a check that could not run. ALSO_SEEN:
 # those it observed as well (the symptoms below the primary one): the verdicts behind them are not ruled out
-# by the branch the walk took.
+# by the branch the walk took. UNJUDGED: those it did not look for, beside the one it found (trends over too few
+# records under a metric symptom): not ruled out, and not opened as candidates ahead of the branch's own causes.
 UNSEEN_OUTCOMES = "unseen_outcomes"
 ALSO_SEEN_OUTCOMES = "also_seen_outcomes"
+UNJUDGED_OUTCOMES = "unjudged_outcomes"
 
 
 def _outcomes(evidence: dict[str, Any], key: str) -> frozenset[str]:
@@ -28,8 +30,9 @@ def unseen_outcomes(evidence: dict[str, Any]) -> frozenset[str]:
 
 
 def open_outcomes(evidence: dict[str, Any]) -> frozenset[str]:
-    """The outcomes a finding leaves open: unseen or seen as well."""
-    return _outcomes(evidence, UNSEEN_OUTCOMES) | _outcomes(evidence, ALSO_SEEN_OUTCOMES)
+    """The outcomes a finding leaves open: unseen, seen as well, or not judged."""
+    return (_outcomes(evidence, UNSEEN_OUTCOMES) | _outcomes(evidence, ALSO_SEEN_OUTCOMES)
+            | _outcomes(evidence, UNJUDGED_OUTCOMES))
 
 
 class Missing(BaseModel):

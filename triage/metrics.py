@@ -166,7 +166,7 @@ class Metrics:
         if run.artifacts.logs:
             from triage.formats.pasted_table import pasted_tables
 
-            table.merge(pasted_tables(run.pastes.values(), TABLE_KEYS.__contains__))
+            table.merge(pasted_tables(run.pastes.values(), TABLE_KEYS.__contains__, printed_dicts=not table.count("hf_log")))
             if not getattr(a, "trainer_states", None):  # (with the file itself, its records are read from it)
                 from triage.formats.pasted_records import pasted_records
 

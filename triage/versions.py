@@ -132,6 +132,10 @@ _DEEPSPEED = re.compile(r"DeepSpeed info: version=(?P<ver>[^,\s]+)")
 _TORCH_AVAILABLE = re.compile(r"PyTorch version (?P<ver>\d[\w.+!-]*) available")
 _RAY_CLI = re.compile(r"\bray, version (?P<ver>\d[\w.+!-]*)")
 _RAY_CONTEXT = re.compile(r"\b(?P<key>ray_version|python_version)='(?P<ver>\d[\w.+!-]*)'")
+# unsloth's statistics banner at model load (unslothai/unsloth unsloth/models/_utils.py): `Unsloth 2025.9.6: Fast Qwen3
+# patching. Transformers: 4.55.4.`, two lines under it `Torch: 2.8.0+cu128. CUDA: 12.0. CUDA Toolkit: 12.8. Triton: 3.4.0`
+_UNSLOTH = re.compile(r"\bUnsloth (?P<ver>\d{4}\.\d+\.\d+): Fast \w+ patching\. Transformers: (?P<tf>\d[\w.+!-]*?)\.?\s*$")
+_UNSLOTH_TORCH = re.compile(r"\bTorch: (?P<torch>\d[\w.+!-]*?)\. CUDA: [\d.]+\. CUDA Toolkit: [\d.]+\. Triton: (?P<triton>\d[\w.+!-]*)")
 _SYS_VERSION = re.compile(r"^(?:Python\s+)?(?P<ver>3\.\d+\.\d+)\s+\((?:main|default|tags/[^,)]*)?[^)]*\)\s*\[(?:GCC|Clang|MSC)")
 _PIP_INSTALL = re.compile(r"\bpip3?\s+install\b(?P<rest>.*)$")
 _PIN = re.compile(rf"""["']?(?P<name>{_NAME})(?:\[[^\]]*\])?==(?P<ver>[^\s"';,]+)""")
@@ -164,7 +168,7 @@ _NEEDLES: tuple[bytes, ...] = (
     b"==", b"LLM engine (v", b"API server version", b"DeepSpeed info", b"PyTorch version", b"ray, version",
     b"_version='", b" version:", b" version (", b"Package", b"# packages in environment", b"egg=", b"@ git+", b"ommit", b"[GCC",
     b"[Clang", b"Info---", b"slimerl/", b"lmsysorg/", b"vllm/vllm", b"verlai/", b"radixark/", b"rlsys/", b"hiyouga/",
-    b"openrlhf/", b"Name: ",
+    b"openrlhf/", b"Name: ", b"Triton: ",
     # the bare rows' names, padded as `pip list` pads them (`ms_swift` as pip prints an underscored name)
     *sorted({f"{spelled}  ".encode() for name in BARE_ROW_PACKAGES for spelled in (name, name.replace("-", "_"))}),
 )
@@ -181,7 +185,7 @@ _HINT = re.compile(
     r"==|LLM engine \(v|API server version|DeepSpeed info|PyTorch version|ray, version|ray_version=|"
     r"version|Version|Package|# packages in environment|egg=|@ git\+|[Cc]ommit|[Hh]ash|\[GCC|\[Clang|"
     r"(?:slimerl|lmsysorg|vllm|verlai|radixark|rlsys|hiyouga|openrlhf)/|^\s*[\w-]+\s*:\s*v?\d|^Name:|"
-    r"^[A-Za-z][\w.-]*\s{2,}v?\d"
+    r"^[A-Za-z][\w.-]*\s{2,}v?\d|Triton: "
 )
 
 
@@ -547,6 +551,14 @@ def _line(line: str, where: str, out: RunVersions, *, in_log: bool, pins_only: b
         if m:
             out.add(VersionRecord(pkg, clean_version(m["ver"]), where, "banner", detail))
             found = True
+    if "Unsloth " in line and (m := _UNSLOTH.search(line)):
+        out.add(VersionRecord("unsloth", clean_version(m["ver"]), where, "banner", "unsloth's statistics banner"))
+        out.add(VersionRecord("transformers", clean_version(m["tf"]), where, "banner", "unsloth's statistics banner"))
+        found = True
+    if "Triton: " in line and (m := _UNSLOTH_TORCH.search(line)):
+        out.add(VersionRecord("torch", clean_version(m["torch"]), where, "banner", "unsloth's statistics banner"))
+        out.add(VersionRecord("triton", clean_version(m["triton"]), where, "banner", "unsloth's statistics banner"))
+        found = True
     for m in _RAY_CONTEXT.finditer(line):
         pkg = "ray" if m["key"] == "ray_version" else "python"
         out.add(VersionRecord(pkg, clean_version(m["ver"]), where, "banner", "RayContext"))

@@ -67,8 +67,11 @@ _SPACED_SLASH = re.compile(r"\s+/\s+")
 
 
 def _cells(line: str) -> list[str]:
-    if "|" in line:
-        cells = [_SPACED_SLASH.sub("/", c.strip()) for c in line.strip().strip("|").split("|")]
+    # (a tab separates the cells of the Trainer's notebook table copied from Colab, `Step<TAB>Training Loss<TAB>rewards
+    # / chosen`: its names hold spaces, as between bars; unslothai/unsloth's notebooks, transformers utils/notebook.py)
+    sep = "|" if "|" in line else "\t" if "\t" in line.strip() else None
+    if sep is not None:
+        cells = [_SPACED_SLASH.sub("/", c.strip()) for c in line.strip().strip("|").split(sep)]
         return [_NOTEBOOK_NAMES.get(c.lower(), c) for c in cells]
     return line.split()
 
@@ -293,20 +296,54 @@ def summary_records(lines: Iterable[str], known: Callable[[str], bool]) -> list[
     return out
 
 
-def pasted_tables(texts: Iterable[str], known: Callable[[str], bool] | None = None) -> MetricTable:
+def dict_records(lines: Iterable[str], known: Callable[[str], bool]) -> list[dict[str, float]]:
+    """A script's printed metric dicts, one a line, in whatever key order and with numbers printed as strings
+    (screechingviolet/epic-tikz-diagram-generator's train_grpo.log: `{'reward': '0.9513', 'reward_max': '0.9886',
+    'frac_reward_zero_std': '0', 'loss': '1.268e-05', 'grad_norm': '0.6825', …}`): the log scan reads the
+    Trainer's own dicts by their `{'loss': ` and `epoch`, and these carry neither. MIN_KNOWN of the names must be
+    the vocabulary's; each line is a record, parsed without evaluating anything (triage/formats/pyrepr.py)."""
+    from triage.formats.pyrepr import parse_metric_dict
+
+    out: list[dict[str, float]] = []
+    for line in lines:
+        text = line.strip()
+        if not (text.startswith("{'") and text.endswith("}")):
+            continue
+        try:
+            raw = parse_metric_dict(text)
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            continue
+        record: dict[str, float] = {}
+        for key, value in raw.items():
+            number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else (
+                _value(value) if isinstance(value, str) else None)
+            if number is not None:
+                record[key] = float(number)
+        if len(record) >= 2 and sum(1 for k in record if known(k)) >= MIN_KNOWN:
+            out.append(record)
+    return out
+
+
+def pasted_tables(texts: Iterable[str], known: Callable[[str], bool] | None = None,
+                  printed_dicts: bool = False) -> MetricTable:
     """The tables of pasted texts, as one metric table. `known(name)`: whether a name is a metric of the
-    vocabulary (a typed summary counts only with such names)."""
+    vocabulary (a typed summary and a printed dict count only with such names); `printed_dicts`: the log scan
+    read no printed dict of the Trainer's, so a script's own are read here."""
     table = MetricTable()
-    summaries = 0
+    extra = 0
     for text in texts:
         lines = text.splitlines()
+        own = 0  # this text's table rows and step lines: where it has them, they are its records
         for step, record in tables(lines):
             table.add(KIND, step, record)
+            own += 1
         for step, record in step_lines(lines):
             table.add(KIND, step, record)
-        if known is not None and table.empty():
-            for record in summary_records(lines, known):
-                summaries += 1
-                table.add(KIND, summaries, record)
+            own += 1
+        if known is not None and not own:
+            found = dict_records(lines, known) if printed_dicts else []
+            for record in found or summary_records(lines, known):
+                extra += 1
+                table.add(KIND, extra, record)
     return table
 

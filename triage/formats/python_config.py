@@ -19,6 +19,7 @@ from triage import safe_io
 import ast
 import io
 import re
+import textwrap
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +71,15 @@ def parse_python_config(text: str, path: str | Path = "<script>") -> PythonConfi
     try:
         tree = ast.parse(text, filename=str(p))
     except SyntaxError as exc:
-        raise CorruptArtifact(p, f"training script does not parse as Python (line {exc.lineno}): {exc.msg}") from None
+        # a fragment pasted from inside a function keeps its indentation (`    training_args = GRPOConfig(` under
+        # a notebook cell's `def`): read as its lines stand, without the common indentation
+        dedented = textwrap.dedent(text)
+        try:
+            tree = ast.parse(dedented, filename=str(p)) if dedented != text else None
+        except SyntaxError:
+            tree = None
+        if tree is None:
+            raise CorruptArtifact(p, f"training script does not parse as Python (line {exc.lineno}): {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise CorruptArtifact(p, f"training script cannot be parsed: {type(exc).__name__}") from None
     constants = _module_literals(tree)

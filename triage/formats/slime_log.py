@@ -91,7 +91,15 @@ MAX_WRAPPED_DICT_LINES = 32
 # terminal's copy of `step:1049 - global_seqlen/min:16832.000 - …`). A line narrower than this is never a wrap.
 MIN_WRAP_WIDTH = 80
 _VERL_WRAP_ITEMS = re.compile(r" - [\w/@.\-]+:\S")
-_VERL_STEP_AGAIN = re.compile(r"(?:^|\s)step:\d+ - |^\s*\(\w+ pid=\d+|^\s*\[rank\d+\]")
+# (a record of its own: verl's SFT trainer prints its step right after the progress bar, `…6.06s/it]step:247 - train/loss:…`;
+# `training/global_step:12 - ` is an item, not a record)
+_VERL_STEP_AGAIN = re.compile(r"(?:^|[^\w/])step:\d+ - |^\s*\(\w+ pid=\d+|^\s*\[rank\d+\]")
+# A Megatron iteration line broken after its bars (`iteration 5/50 | elapsed time per iteration: 21392.5 ms |` over
+# `learning rate: 1.350000E-04 | global batch size: 4096 |` over `loss scale: 1.0 | grad norm: nan |`:
+# NVIDIA-NeMo/Megatron-Bridge#5306): each line after one ending on a bar goes on with `key: value` items
+_BAR_WRAP_ITEMS = re.compile(r"^\s*[A-Za-z][\w .()/-]*:\s*\S")
+_ITERATION_AGAIN = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?iteration\s+\d+")
+_MEGATRON_HEAD = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\|")
 MAX_WRAPPED_DICT_CHARS = 64 << 10
 SAMPLE_LINES = 200  # lines read at the head and tail of each file for its format and timestamps
 MAX_UNPARSED_SAMPLES = 3
@@ -129,6 +137,9 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # a constructor's refusal pasted without `TypeError:` (dongyh20/Insight-V#6: `DPOTrainer.__init__() got an
     # unexpected keyword argument 'gamma'`)
     "got an unexpected keyword argument",
+    # the CUDA compiler's own refusal while torch builds an extension (`nvcc fatal   : Unsupported gpu architecture
+    # 'compute_86'`, above ninja's `CalledProcessError`: deepspeedai/DeepSpeedExamples#103)
+    "nvcc fatal",
     # torch elastic's agent receiving SIGTERM, printed as its number in some versions
     # (torch/distributed/elastic/agent/server/api.py: `Received 15 death signal, shutting down workers`)
     "15 death signal",
@@ -1040,6 +1051,7 @@ class _FileScan:
         self.rejoining = False  # parsing a wrapped dict's joined lines (no second walk from it)
         self.walk_record: MetricRecord | None = None  # a verl step line held while its wrapped lines are read
         self.walk_message = ""  # that line from its message's first character
+        self.wrap_mode = "width"  # how the held line goes on: cut at the terminal's width, or broken after its bars
         self.arguments: dict[str, str] = {}
         self.command_parts: list[str] = []
         self.tail_sample: bytes = b""  # the last bytes read, for the last timestamp
@@ -1484,6 +1496,16 @@ class _FileScan:
         try:
             rec = parse_framework_metric(msg)
         except Unparsed:
+            line = raw.rstrip("\r\n")
+            if self.walk is None and not self.rejoining and line.rstrip().endswith("|") and _MEGATRON_HEAD.search(msg):
+                # its items are on the lines below (a record broken after its bars): read when they are joined
+                self._start_walk("record_wrap", None)
+                self.wrap_mode = "bar"
+                self.command_parts = [line]
+                self.walk_record = None
+                at = line.find(msg[:40])
+                self.walk_message = line[at:] if at >= 0 else msg
+                return True
             self._wrapped_or_unparsed(raw, msg, line_no, marks)
             return True
         if rec is None:
@@ -1498,10 +1520,13 @@ class _FileScan:
             brace = msg.find("{")
             self._hf_record(rec, line_no, logged or _LOGGER_BEFORE_DICT.search(msg, 0, max(brace, 0)) is not None)
             return True
-        if rec.grammar == "verl_console" and self.walk is None:
+        if self.walk is None and not self.rejoining:
             line = raw.rstrip("\r\n")
-            if len(line) >= MIN_WRAP_WIDTH:
-                self._start_walk("verl_wrap", None)
+            mode = ("width" if rec.grammar == "verl_console" and len(line) >= MIN_WRAP_WIDTH else
+                    "bar" if rec.grammar in ("megatron_log", "megatron_swift") and line.rstrip().endswith("|") else None)
+            if mode is not None:
+                self._start_walk("record_wrap", None)
+                self.wrap_mode = mode
                 self.command_parts = [line]
                 self.walk_record = rec
                 at = line.find(msg[:40])
@@ -1740,8 +1765,8 @@ class _FileScan:
         """One line of an open arguments block / continued command / wrapped dict; False when it is not part of it."""
         if self.walk == "dict":
             return self._dict_feed(raw, marks)
-        if self.walk == "verl_wrap":
-            return self._verl_wrap_feed(raw, marks)
+        if self.walk == "record_wrap":
+            return self._wrap_feed(raw, marks)
         line = split_line(raw)
         if line.source != self.walk_source:
             return False
@@ -1787,10 +1812,21 @@ class _FileScan:
                 self.rejoining = False
         return True
 
-    def _verl_wrap_feed(self, raw: str, marks: int) -> bool:
-        """One physical line a wrapped verl step line may go on in: as wide as its first line (the last one
-        narrower), holding ` - key:value` items and no record or prefix of its own."""
+    def _wrap_feed(self, raw: str, marks: int) -> bool:
+        """One physical line a record may go on in. A verl step line a terminal wrapped (`width`): as wide as its
+        first line (the last one narrower), holding ` - key:value` items and no record or prefix of its own. A
+        Megatron line broken after a bar (`bar`): `key: value` items, no iteration of its own, going on while the
+        line before ended on a bar."""
         text = raw.rstrip("\r\n")
+        if self.wrap_mode == "bar":
+            if (not self.command_parts[-1].rstrip().endswith("|") or marks & _TRACE_MARK
+                    or _BAR_WRAP_ITEMS.match(text) is None or _ITERATION_AGAIN.match(text)):
+                self._end_walk()
+                return False
+            self.command_parts.append(" " + text.strip())
+            if not text.rstrip().endswith("|") or len(self.command_parts) > MAX_WRAPPED_DICT_LINES:
+                self._end_walk()
+            return True
         width = len(self.command_parts[0])
         if (len(text) > width or marks & (_ERROR_MARK | _TRACE_MARK) or _VERL_WRAP_ITEMS.search(text) is None
                 or _VERL_STEP_AGAIN.search(text)):
@@ -1801,23 +1837,30 @@ class _FileScan:
             self._end_walk()
         return True
 
-    def _end_verl_wrap(self) -> None:
+    def _end_wrap(self) -> None:
         rec = self.walk_record
         self.walk_record = None
-        if rec is None:
-            return
+        joined = None
         if len(self.command_parts) > 1:
             try:
                 joined = parse_framework_metric(self.walk_message + "".join(self.command_parts[1:]))
             except Unparsed:
                 joined = None
-            if joined is not None and joined.grammar == rec.grammar and joined.index == rec.index:
-                rec = joined
+        if rec is None:  # a head line that held no item of its own
+            if joined is None:
+                self._unparsed(self.walk_message)
+                return
+            rec = joined
+            self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
+            fw = GRAMMAR_FRAMEWORK[rec.grammar]
+            self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
+        elif joined is not None and joined.grammar == rec.grammar and joined.index == rec.index:
+            rec = joined
         self._add_record(rec)
 
     def _end_walk(self) -> None:
-        if self.walk == "verl_wrap":
-            self._end_verl_wrap()
+        if self.walk == "record_wrap":
+            self._end_wrap()
         if self.walk == "arguments" and self.arguments:
             self.out.arguments = dict(self.arguments)  # the last block wins: the run that failed
         elif self.walk == "command" and self.command_parts:
