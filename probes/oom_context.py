@@ -250,7 +250,10 @@ def adjacent_frames(run: Run, oom: SignatureMatch) -> tuple[str, ...]:
     # the rest of torch's OOM message wrapped onto its own lines, or a blank line, before the frames a user
     # pasted under it (skypilot-org/skypilot#10269, THUDM/slime#1523)
     skip = at
-    while skip < min(at + 4, len(lines)) and (not lines[skip].strip() or _OOM_MESSAGE_REST.search(lines[skip])):
+    # (and the header of the traceback a native allocator's message comes before: vLLM's `CUDA Error: out of memory at
+    # /workspace/csrc/cumem_allocator.cpp:62` over Python's traceback of the wake-up that asked, unslothai/unsloth#3302)
+    while skip < min(at + 4, len(lines)) and (not lines[skip].strip() or _OOM_MESSAGE_REST.search(lines[skip])
+                                              or lines[skip].strip() == "Traceback (most recent call last):"):
         skip += 1
     below = _traceback_run(lines[skip:skip + 60]) if skip > at else []
     if any(line.startswith('File "') for line in below):
@@ -593,7 +596,7 @@ class OomContext(Probe):
         if colocated and (stepped or in_wake) and (switching or (in_engine and first_switch)):
             evidence["switch"] = "first" if first_switch else "later"
             what = "weights were being moved between training and the engine" if switching and not \
-                evidence.get("oom_in_memory_saver_resume") else "the engine resumed for the next rollout"
+                (evidence.get("oom_in_memory_saver_resume") or in_wake) else "the engine resumed for the next rollout"
             return self.observe(
                 "phase_switch",
                 f"CUDA OOM at the {'first ' if first_switch else ''}switch from training back to rollout in a colocated run "

@@ -562,3 +562,21 @@ def test_an_oom_in_verls_actor_update_is_the_training_step(tmp_path):
     obs = OomContext().examine(make_run(tmp_path, log))
     assert obs.outcome == "training_step"
     assert "no timer or frame names" not in obs.summary
+
+
+def test_the_sleep_allocators_oom_over_a_wake_up_traceback_is_the_colocated_switch(tmp_path):
+    # unslothai/unsloth#3302: a GRPO run resumed from its checkpoint; the engine slept, then its wake-up failed in
+    # vLLM's sleep-mode allocator, whose message comes before Python's traceback of the call
+    log = ("INFO 09-10 12:12:34 [gpu_worker.py:115] Sleep mode freed 9.19 GiB memory, 7.66 GiB memory is still in use.\n"
+           "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+           "Traceback (most recent call last):\n"
+           '  File "/home/u/RL/train_reasoning.py", line 303, in <module>\n'
+           "    trainer.train(resume_from_checkpoint=True)\n"
+           '  File "/home/u/RL/unsloth_compiled_cache/UnslothGRPOTrainer.py", line 1795, in _prepare_inputs\n'
+           "    self.llm.wake_up()\n"
+           '  File "/home/u/.venv/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 1572, in wake_up\n'
+           "    self.llm_engine.wake_up(tags)\n")
+    (tmp_path / "job.log").write_text(log, encoding="utf-8")
+    obs = OomContext().examine(open_run(str(tmp_path)))
+    assert obs.outcome == "phase_switch", obs.summary
+    assert "the engine resumed for the next rollout" in obs.summary
