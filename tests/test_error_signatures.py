@@ -2780,18 +2780,6 @@ def test_a_worker_environment_without_the_package_is_a_version_mismatch(tmp_path
     assert obs.outcome == "version_mismatch", obs.summary
 
 
-def test_the_cuda_compilers_refusal_under_an_extension_build_is_the_version_not_ninjas_exit(tmp_path):
-    # deepspeedai/DeepSpeedExamples#103: CUDA 11.0's nvcc on an sm_86 GPU, then torch's ninja build failing
-    log = ("nvcc fatal   : Unsupported gpu architecture 'compute_86'\n"
-           "ninja: build stopped: subcommand failed.\n"
-           "Traceback (most recent call last):\n"
-           '  File "/usr/lib/python3.8/site-packages/torch/utils/cpp_extension.py", line 1533, in _run_ninja_build\n'
-           "    subprocess.run(\n"
-           "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.\n")
-    obs = examine(tmp_path, log)
-    assert obs.outcome == "version_mismatch", obs.summary
-    assert obs.evidence["line"]["where"].endswith("job.log:1")
-
 
 def test_verls_default_scorer_without_a_scorer_for_the_data_source_is_a_broken_reward_function(tmp_path):
     # KotoHanon/VERL-Maze's verl_demo.log: an older verl's bare NotImplementedError at the end of the dispatcher

@@ -186,6 +186,9 @@ def scan_part(path: Path, start: int, stop: int | None, use_automaton: bool | No
         "tracebacks": scan.tracebacks, "walk": scan.walk, "walk_source": scan.walk_source,
         "walk_budget": scan.walk_budget, "arguments": scan.arguments, "command_parts": scan.command_parts,
         "walk_head": scan.walk_head,
+        # a record held while the lines it may go on in are read (a wrapped verl step line, a Megatron record
+        # broken after its bars), left open at the part's end
+        "wrap": (scan.walk_record, scan.walk_message, scan.wrap_mode),
         "nemo": (scan.nemo_step, scan.nemo_at, scan.nemo_values, scan.nemo_orphans),
     }
 
@@ -264,6 +267,7 @@ def _join(scan: _FileScan, part: dict) -> None:
     scan.arguments, scan.command_parts = part["arguments"], part["command_parts"]
     head = part["walk_head"]
     scan.walk_head = None if head is None else (head[0] + lines, head[1], head[2])
+    scan.walk_record, scan.walk_message, scan.wrap_mode = part["wrap"]
     step, at, values, orphans = part["nemo"]
     scan.nemo_orphans += orphans
     if step is not None:  # the part's last step header, and the block it left open at its end

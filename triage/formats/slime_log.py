@@ -91,6 +91,8 @@ MAX_WRAPPED_DICT_LINES = 32
 # terminal's copy of `step:1049 - global_seqlen/min:16832.000 - …`). A line narrower than this is never a wrap.
 MIN_WRAP_WIDTH = 80
 _VERL_WRAP_ITEMS = re.compile(r" - [\w/@.\-]+:\S")
+# the last physical line of a wrap holding only the rest of the last item (`:0.0123`, `845.000`), no space in it
+_WRAP_TAIL = re.compile(r"^[\w/@.:\-]{1,40}$")
 # (a record of its own: verl's SFT trainer prints its step right after the progress bar, `…6.06s/it]step:247 - train/loss:…`;
 # `training/global_step:12 - ` is an item, not a record)
 _VERL_STEP_AGAIN = re.compile(r"(?:^|[^\w/])step:\d+ - |^\s*\(\w+ pid=\d+|^\s*\[rank\d+\]")
@@ -137,9 +139,6 @@ SPILLED_ERROR_WORDS: tuple[str, ...] = (
     # a constructor's refusal pasted without `TypeError:` (dongyh20/Insight-V#6: `DPOTrainer.__init__() got an
     # unexpected keyword argument 'gamma'`)
     "got an unexpected keyword argument",
-    # the CUDA compiler's own refusal while torch builds an extension (`nvcc fatal   : Unsupported gpu architecture
-    # 'compute_86'`, above ninja's `CalledProcessError`: deepspeedai/DeepSpeedExamples#103)
-    "nvcc fatal",
     # torch elastic's agent receiving SIGTERM, printed as its number in some versions
     # (torch/distributed/elastic/agent/server/api.py: `Received 15 death signal, shutting down workers`)
     "15 death signal",
@@ -1828,6 +1827,10 @@ class _FileScan:
                 self._end_walk()
             return True
         width = len(self.command_parts[0])
+        if len(text) < width and _WRAP_TAIL.match(text) and not marks & (_ERROR_MARK | _TRACE_MARK):
+            self.command_parts.append(text)  # the tail of the last item, cut off alone (`:0.0123`)
+            self._end_walk()
+            return True
         if (len(text) > width or marks & (_ERROR_MARK | _TRACE_MARK) or _VERL_WRAP_ITEMS.search(text) is None
                 or _VERL_STEP_AGAIN.search(text)):
             self._end_walk()
@@ -1854,7 +1857,8 @@ class _FileScan:
             self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
             fw = GRAMMAR_FRAMEWORK[rec.grammar]
             self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
-        elif joined is not None and joined.grammar == rec.grammar and joined.index == rec.index:
+        elif (joined is not None and joined.grammar == rec.grammar and joined.index == rec.index
+              and len(joined.values) >= len(rec.values)):  # (a line taken for the tail that was none spoils an item)
             rec = joined
         self._add_record(rec)
 
