@@ -100,8 +100,8 @@ class HealthChecks(Probe):
         lacking = [r for q, r in results if q.required and not r.available]
         evidence = {"checks": checks, "ran": len(ran), "required": sum(q.required for q in questions)}
         if supervised:
-            evidence["supervised"] = ("no RL framework, metric or argument, and a loss over enough records: the "
-                                      f"{' and '.join(ROLLOUT_QUESTIONS)} checks have no rollouts to read")
+            evidence["supervised"] = (f"{' and '.join(ROLLOUT_QUESTIONS)} do not apply: a supervised run, with no RL "
+                                      "metric, argument or framework")
         if failed:
             names = ", ".join(f"{r.name} ({r.detail.rstrip('.')})" for r in failed)
             return self.observe("failed", f"health check{'s' if len(failed) > 1 else ''} failed: {names}", 0.6,
@@ -114,6 +114,5 @@ class HealthChecks(Probe):
                                 f"could not run: {names}", 0.0, **evidence)
         summary = "every health check ran and passed: " + ", ".join(r.name for r in ran)
         if supervised:
-            summary += (f" ({' and '.join(ROLLOUT_QUESTIONS)} do not apply: a supervised run, with no RL metric, "
-                        "argument or framework)")
+            summary += f" ({evidence['supervised']})"
         return self.observe("passed", summary, 0.85, **evidence)

@@ -271,7 +271,8 @@ class Symptom(Probe):
         if skipped:
             evidence["ignored"] = skipped
         records = _metric_records(run) if has_metrics else 0
-        if 0 < records < count("health.grad_norm.min_records") and (not order or order[0] in METRIC_SYMPTOMS):
+        few = 0 < records < count("health.grad_norm.min_records")  # too few records for a trend to show
+        if few and (not order or order[0] in METRIC_SYMPTOMS):
             # a trend over records cannot show in fewer than it takes: those symptoms were not looked for, and
             # their causes stay open beside the metrics' other symptoms (a pasted record of every group scoring alike
             # had ruled out the reward's causes; three records of a collapsing entropy under a truncation wall, the
@@ -284,7 +285,7 @@ class Symptom(Probe):
         if not order:
             what = [k.replace("_", " ") for k, v in evidence["inputs"].items() if v]
             listed = " and ".join([", ".join(what[:-1]), what[-1]] if len(what) > 1 else what)
-            if 0 < records < count("health.grad_norm.min_records"):
+            if few:
                 hints = _few_records_hints(run)
                 if hints:
                     evidence["suggests"] = hints

@@ -49,24 +49,11 @@ def _relative(path: Any, root: str) -> str:
     return text[len(prefix):] if text.startswith(prefix) else text
 
 
-def _pasted_table_records(run: Any) -> dict[str, int]:
-    """path -> records of the tables and typed summaries in each pasted-size log, where the run's metrics hold any."""
-    from triage.formats.pasted_table import KIND, pasted_tables
-    from triage.metrics import TABLE_KEYS
-
-    metrics = getattr(run, "metrics", None)
-    if metrics is None or not metrics.table.count(KIND):
-        return {}
-    dicts = not metrics.table.count("hf_log")
-    return {path: n for path, text in run.pastes.items()
-            if (n := pasted_tables([text], TABLE_KEYS.__contains__, printed_dicts=dicts).count(KIND))}
-
-
 def _logs(run: Any, root: str) -> tuple[list[dict[str, Any]], list[str]]:
     log = run.log
     parsed_by = getattr(log, "parsed_by", {}) or {}
     entries = []
-    pasted = _pasted_table_records(run)
+    pasted = getattr(getattr(run, "metrics", None), "pasted", None) or {}
     for f in run.artifacts.logs:
         grammars = parsed_by.get(str(f)) or parsed_by.get(f.name) or parsed_by.get(_relative(f, root)) or {}
         if not grammars and pasted.get(str(f)):

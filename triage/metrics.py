@@ -123,13 +123,15 @@ class Series:
 class Metrics:
     """All metric records of a run: the log's and trainer_state.json's together."""
 
-    def __init__(self, table: MetricTable) -> None:
+    def __init__(self, table: MetricTable, pasted: dict[str, int] | None = None) -> None:
         self.table = table
+        self.pasted = pasted or {}  # path -> records of the tables and typed or printed records in that paste
 
     @classmethod
     def from_run(cls, run: Run) -> Metrics:
         """The log's records, trainer_state.json's, and those of TensorBoard / W&B / JSONL files found."""
         table = MetricTable()
+        pasted: dict[str, int] = {}
         if run.artifacts.logs:
             table.merge(run.log.metrics)
         state = run.trainer_state
@@ -166,7 +168,10 @@ class Metrics:
         if run.artifacts.logs:
             from triage.formats.pasted_table import pasted_tables
 
-            table.merge(pasted_tables(run.pastes.values(), TABLE_KEYS.__contains__, printed_dicts=not table.count("hf_log")))
+            counts: list[int] = []
+            table.merge(pasted_tables(run.pastes.values(), TABLE_KEYS.__contains__,
+                                      printed_dicts=not table.count("hf_log"), counts=counts))
+            pasted = {path: n for path, n in zip(run.pastes, counts) if n}
             if not getattr(a, "trainer_states", None):  # (with the file itself, its records are read from it)
                 from triage.formats.pasted_records import pasted_records
 
@@ -174,7 +179,7 @@ class Metrics:
             from triage.formats.wandb_console import summary_records
 
             table.merge(summary_records(run.pastes.values()))
-        return cls(table)
+        return cls(table, pasted)
 
     def records(self) -> dict[str, dict[str, object]]:
         """Per canonical metric the run has: how many records, the key, and where they came from.

@@ -325,10 +325,11 @@ def dict_records(lines: Iterable[str], known: Callable[[str], bool]) -> list[dic
 
 
 def pasted_tables(texts: Iterable[str], known: Callable[[str], bool] | None = None,
-                  printed_dicts: bool = False) -> MetricTable:
+                  printed_dicts: bool = False, counts: list[int] | None = None) -> MetricTable:
     """The tables of pasted texts, as one metric table. `known(name)`: whether a name is a metric of the
     vocabulary (a typed summary and a printed dict count only with such names); `printed_dicts`: the log scan
-    read no printed dict of the Trainer's, so a script's own are read here."""
+    read no printed dict of the Trainer's, so a script's own are read here; `counts`, when given, gets each
+    text's number of records, in order (the report's coverage names them per file)."""
     table = MetricTable()
     extra = 0
     for text in texts:
@@ -344,6 +345,9 @@ def pasted_tables(texts: Iterable[str], known: Callable[[str], bool] | None = No
             found = dict_records(lines, known) if printed_dicts else []
             for record in found or summary_records(lines, known):
                 extra += 1
+                own += 1
                 table.add(KIND, extra, record)
+        if counts is not None:
+            counts.append(own)
     return table
 

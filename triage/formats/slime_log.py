@@ -1509,12 +1509,9 @@ class _FileScan:
             return True
         if rec is None:
             return False
-        self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
         # (a progress bar's postfix is every tqdm loop's: it names OpenRLHF only under OpenRLHF's own bar titles, not
         # a LoRA trainer's `steps:  10%|…| 780/7800 [05:04<45:36,  2.57it/s, loss=0.117]`, Akegarasu/lora-scripts#107)
-        if rec.grammar != "tqdm_postfix" or _OPENRLHF_BAR.search(msg):
-            fw = GRAMMAR_FRAMEWORK[rec.grammar]
-            self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
+        self._count_grammar(rec, vote=rec.grammar != "tqdm_postfix" or _OPENRLHF_BAR.search(msg) is not None)
         if rec.kind == "hf_log" and rec.index is None:
             brace = msg.find("{")
             self._hf_record(rec, line_no, logged or _LOGGER_BEFORE_DICT.search(msg, 0, max(brace, 0)) is not None)
@@ -1533,6 +1530,13 @@ class _FileScan:
                 return True
         self._add_record(rec)
         return True
+
+    def _count_grammar(self, rec: MetricRecord, vote: bool = True) -> None:
+        """A record of a framework's grammar read: counted for the coverage, and a vote for its framework."""
+        self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
+        if vote:
+            fw = GRAMMAR_FRAMEWORK[rec.grammar]
+            self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
 
     def _add_record(self, rec: MetricRecord) -> None:
         ix = self.ix
@@ -1854,9 +1858,7 @@ class _FileScan:
                 self._unparsed(self.walk_message)
                 return
             rec = joined
-            self.grammar_counts[rec.grammar] = self.grammar_counts.get(rec.grammar, 0) + 1
-            fw = GRAMMAR_FRAMEWORK[rec.grammar]
-            self.ix.foreign_votes[fw] = self.ix.foreign_votes.get(fw, 0) + 1
+            self._count_grammar(rec)
         elif (joined is not None and joined.grammar == rec.grammar and joined.index == rec.index
               and len(joined.values) >= len(rec.values)):  # (a line taken for the tail that was none spoils an item)
             rec = joined
