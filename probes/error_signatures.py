@@ -43,7 +43,7 @@ import yaml
 
 from triage import safe_io
 from triage.errors import TriageError, Unavailable
-from triage.finding import Observation
+from triage.finding import UNJUDGED_OUTCOMES, Observation
 from triage.formats.log_index import LogIndex, LogLine
 from triage.formats.pasted_table import PASTE_BYTES
 from triage.formats.slime_log import MAX_TEXT_CHARS, TYPED_EXCEPTION, split_line
@@ -416,6 +416,13 @@ class Signature:
     # the stop only where the job stopped there, its log ending at the monitor's last report or an error after it
     # with no progress between (`_states_gone_past`)
     state: bool = False
+    # the catalog id this wording points at among the causes its outcome leaves open, where the catalog asks for
+    # more evidence than the words before deciding it (an engine's own re-layout refusing an update is the engine's
+    # bug, not a converter's name): a candidate's rank, never a verdict
+    suggests: str = ""
+    # other outcomes of this table the words leave open: their causes are not ruled out by the branch the outcome takes
+    # (Ray's `RayTaskError(OutOfMemoryError)` names a class that torch's GPU OOM and Ray's host-memory kill share)
+    leaves_open: tuple[str, ...] = ()
 
     def excluded(self, texts: Iterable[str]) -> bool:
         return bool(self.unless) and any(p.search(t) for t in texts for p in self.unless)
@@ -606,6 +613,8 @@ def parse_signatures(raw: Any) -> tuple[Signature, ...]:
                 unless=_compile(sid, "unless", entry.get("unless")),
                 context_all=bool(entry.get("context_all", False)),
                 state=bool(entry.get("state", False)),
+                suggests=str(entry.get("suggests", "")),
+                leaves_open=tuple(str(o) for o in entry.get("leaves_open", []) or ()),
             )
         )
     return tuple(out)
@@ -752,6 +761,9 @@ def _quoted_exception(line: LogLine) -> str | None:
     return m.group("exc")
 
 
+_EXCEPTION_REPR = re.compile(r"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\((?P<q>['\"])(?P<msg>.*)(?P=q)\)\s*$")
+
+
 def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int], tuple[str, ...]]]:
     """Error, notable and traceback-ending lines, deduplicated, with the frames each line ends."""
     lines: dict[tuple[str, int], LogLine] = {}
@@ -760,7 +772,11 @@ def _candidate_lines(log: LogIndex) -> tuple[list[LogLine], dict[tuple[str, int]
             continue
         if line.text[:2] in ("**", "__") and (m := _BOLD.match(line.text)):
             line = dataclasses.replace(line, text=m.group("body"))
-        if line.text[:10] == "Exception " and (m := _DEBUGGER_HEAD.match(line.text)):
+        if line.text.rstrip()[-2:] in ('")', "')") and (m := _EXCEPTION_REPR.match(line.text)):
+            # an exception printed as its repr, as Hydra's instantiate re-raises one (`Error in call to target
+            # '…':\nAttributeError("'GRPOConfig' object has no attribute 'top_p'")`, gensyn-ai/rl-swarm#368)
+            line = dataclasses.replace(line, text=f"{m.group('type')}: {m.group('msg')}")
+        elif line.text[:10] == "Exception " and (m := _DEBUGGER_HEAD.match(line.text)):
             line = dataclasses.replace(line, text=f"{m.group('type')}:")
         elif line.text[:1] in ("E", "F") and (m := _PYTEST_PREFIX.match(line.text)):
             line = dataclasses.replace(line, text=line.text[m.end():])
@@ -1231,6 +1247,16 @@ def _details(run: Run | None, outcome: str, matches: list[SignatureMatch]) -> di
         pids = sorted({p.group(1) for m in matches if (p := _PID.search(m.line.text))})
         if pids:
             out["pids"] = pids[:16]
+        saving = next((f for m in matches for f in (m.line.text, *m.frames) if _SAVING.search(f)), None)
+        if saving is not None:
+            # the catalog's remedy is the data pipeline's; a kill while a checkpoint was gathered and written is the
+            # save's (verl-project/verl#1964: a 32B model's `_save_checkpoint`, hiyouga/EasyR1#50)
+            out["phase"] = f"checkpoint save ({short(saving.strip())})"
+            out["remedy"] = ("The host ran out of RAM while a checkpoint was being gathered and written: save less at "
+                             "once (the model without the optimizer state, fewer ranks writing together, a sharded "
+                             "format instead of one gathered state dict), keep less offloaded to CPU memory during the "
+                             "save, or give the node more RAM.")
+            out["flags"] = []
     elif outcome in ("nccl_abort", "nan_check_failed"):
         ranks = sorted({int(r.group(1)) for m in matches if (r := _RANK.search(m.line.text))})
         if ranks:
@@ -1357,13 +1383,15 @@ def crosses_packages(frames: tuple[str, ...], text: str = "") -> bool:
     return any((m := _PACKAGE.search(f)) is not None and m.group(1) != inner.group(1) for f in frames[:-1])
 
 
+# (a package's own path segment or module name: not a word inside another name, such as a virtualenv called
+# `ms-swift-new` whose path holds torch's frames, modelscope/ms-swift#4398)
 _PACKAGE = re.compile(
-    r"\b(transformers|megatron[/.](?:core|training|bridge|legacy)|mbridge|transformer_engine|sglang|sgl_kernel|vllm"
+    r"(?<![\w.-])(transformers|megatron[/.](?:core|training|bridge|legacy)|mbridge|transformer_engine|sglang|sgl_kernel|vllm"
     r"|deepspeed|flash_attn|peft|accelerate|trl|verl|slime|miles|openrlhf|swift|tensordict|bitsandbytes|xgrammar"
     r"|outlines|axolotl|unsloth(?:_zoo)?|mindspeed(?:_llm|_rl|_mm)?|torch_npu|vllm_ascend"
     # a model's own code, run with trust_remote_code from transformers' dynamic-module cache
     # (~/.cache/huggingface/modules/transformers_modules/<org>/<model>/modeling_*.py): written against one transformers
-    r"|transformers_modules)\b")
+    r"|transformers_modules)(?![\w-])")
 # classes whose name says which package defines them: an attribute of one read in another package's frame is
 # one package's call into another (trl's add_hooks on deepspeed's DeepSpeedZeRoOffload, renamed in deepspeed
 # 0.16.4: huggingface/trl#2962; accelerate's on bitsandbytes' optimizers has its outer frames instead)
@@ -1597,10 +1625,29 @@ def with_packing_budget(run: Run, result: ErrorScan) -> ErrorScan:
 _SIGNATURE_SUMMARY = {
     "keyboard_interrupt": "the job was interrupted (KeyboardInterrupt, SIGINT), and nothing in the log says it failed "
                           "on its own",
+    "ray_wrapped_oom": "a Ray task failed on an `OutOfMemoryError` whose class alone Ray names: torch's (GPU memory) or "
+                       "Ray's memory monitor's (host RAM), which the exception under it tells apart",
+    # Ray lists causes it cannot tell apart; no SIGKILL was seen (hkust-nlp/simpleRL-reason#98)
+    "ray_worker_vanished": "a Ray worker vanished without exiting on its own (Ray names the OOM killer's SIGKILL, "
+                           "`ray stop --force` or a crash as the possible causes), and nothing in the log says which",
 }
 
 
-def _summary(sig: Signature) -> str:
+# a package missing altogether, not one without an API: the wording of a version mismatch that is an absent install
+# (OpenRLHF/OpenRLHF#790 was told "a package called an API its installed dependency does not have" for
+# `No module named 'flash_attn'`)
+_NPU_OOM = re.compile(r"\bNPU out of memory|\brtMalloc execute failed")
+# a frame or line of a checkpoint being written (verl's `_save_checkpoint` / `save_checkpoint`, torch.save, HF's
+# save_pretrained / save_model, DeepSpeed's save_checkpoint)
+_SAVING = re.compile(r"\b(?:_?save_checkpoint|save_pretrained|save_model|torch\.save|_save)\b|\bsave_checkpoint\(")
+_NOT_INSTALLED = re.compile(r"No module named '[\w]+'|\bis not installed\b")
+
+
+def _summary(sig: Signature, text: str = "") -> str:
+    if sig.outcome == "version_mismatch" and _NOT_INSTALLED.search(text):
+        return "a package the job imports is not installed in the environment that ran it"
+    if sig.outcome == "cuda_oom" and _NPU_OOM.search(text):
+        return "an Ascend NPU ran out of memory"
     return _SIGNATURE_SUMMARY.get(sig.id) or _SUMMARY[sig.outcome]
 
 
@@ -1688,10 +1735,16 @@ class ErrorSignatures(Probe):
             cascade_note = " (no other error the guides list explains it)"
         confidence = 0.9 if sig.role == "root" else 0.6
         summary = (
-            f"{_summary(sig)[0].upper()}{_summary(sig)[1:]}: "
+            f"{_summary(sig, chosen.line.text)[0].upper()}{_summary(sig, chosen.line.text)[1:]}: "
             f"`{short(chosen.line.text)}` at {chosen.line.where()}{_who(chosen.line)}{cascade_note}."
         )
         details = _details(run, sig.outcome, same)
+        if sig.id == "keyboard_interrupt":
+            # SIGINT is no memory killer's signal (the kernel's and Ray's send SIGKILL, a pod's limit SIGTERM): who
+            # sent it is a user or a launcher, which the scheduler's record tells (JuncyLu/trl_DAPO's Ctrl-C at step 6)
+            details.pop("confirm", None)
+            summary += (" Who sent it: the scheduler's record of the job (`sacct -j JOB -o State,ExitCode`, "
+                        "`kubectl describe pod`), or a user's Ctrl-C.")
         if "confirm" in details:
             summary += f" To tell memory from a scheduler: {details['confirm']}."
         outcome = sig.outcome
@@ -1720,6 +1773,8 @@ class ErrorSignatures(Probe):
             also_seen=also_seen,
             rule="the earliest root error decides; NCCL aborts and timeouts decide only when nothing else explains them",
             **({"remedy": sig.remedy, "flags": list(sig.flags)} if sig.remedy else {}),
+            **({"suggests": [{"verdict": sig.suggests, "because": sig.explanation}]} if sig.suggests else {}),
+            **({UNJUDGED_OUTCOMES: list(sig.leaves_open)} if sig.leaves_open else {}),
             **details,
             **base,
         )

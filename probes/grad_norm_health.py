@@ -111,12 +111,25 @@ def _spikes_reason(spikes: list[Spike], med: float, v: np.ndarray, st: np.ndarra
     return reason
 
 
-def assess_grad_norm(series: Series, p: GradNormParams, rl: bool = True) -> GradNormAssessment | None:
+def _loss_falls_across(loss: Series | None, step: int) -> bool:
+    """The loss logged beside the grad norm is lower after `step` than before it: the model is learning through the
+    shift (a reward model's grad norm rising from 0.27 to 1.2 in its first records while its loss fell from 0.69 to
+    0.15: YYT-t's DistilBERT reward-model run), which a divergence's grad growth never is."""
+    if loss is None or not len(loss):
+        return False
+    ok = np.isfinite(loss.values)
+    before, after = loss.values[ok & (loss.steps < step)], loss.values[ok & (loss.steps >= step)]
+    return bool(before.size and after.size and float(np.median(after)) < float(np.median(before)))
+
+
+def assess_grad_norm(series: Series, p: GradNormParams, rl: bool = True,
+                     loss: Series | None = None) -> GradNormAssessment | None:
     """Classify a grad_norm series; None when it has fewer than `min_records` usable values.
 
     The absolute bars (healthy up to 1, unstable above 10, a spike above 100) are the axolotl guide's for GRPO;
     for a run that is not RL (`rl` False: SFT, pre-training, whose pre-clip norms of 5 to 50 are ordinary) only the
-    run's own level counts: a shift to `growth_ratio` times it, a climb to that multiple, a spike over it.
+    run's own level counts: a shift to `growth_ratio` times it, a climb to that multiple, a spike over it; a shift or
+    climb through which its `loss` (an SFT-style loss logged beside it) falls is learning, not growth.
     """
     values = series.values.astype(np.float64)
     steps = series.steps
@@ -138,14 +151,16 @@ def assess_grad_norm(series: Series, p: GradNormParams, rl: bool = True) -> Grad
     tail_median = float(np.median(v[-max(3, v.size // 5) :]))
     a.details["final_median"] = evidence_number(tail_median)
 
-    if cp is not None and (cp.after > p.unstable or not rl) and cp.after >= p.growth_ratio * cp.before:
+    if cp is not None and (cp.after > p.unstable or not rl) and cp.after >= p.growth_ratio * cp.before \
+            and (rl or not _loss_falls_across(loss, cp.step)):
         a.status, a.onset_step = "sustained_growth", cp.step
         a.reason = (f"grad_norm shifts from a median of {cp.before:.3g} to {cp.after:.3g} at {at} {cp.step} "
                     f"and stays there" + (f" (above {p.unstable:g})" if rl else ""))
         return a
     if not rl:
         first_median = float(np.median(v[: max(3, v.size // 5)]))
-        if t.rising(alpha=p.trend_alpha, min_tau=p.trend_min_tau) and tail_median >= p.growth_ratio * first_median:
+        if t.rising(alpha=p.trend_alpha, min_tau=p.trend_min_tau) and tail_median >= p.growth_ratio * first_median \
+                and not _loss_falls_across(loss, int(st[min(v.size - 1, max(3, v.size // 5))])):
             a.status, a.onset_step = "sustained_growth", int(st[0])
             a.reason = (f"grad_norm climbs steadily (Kendall tau {t.tau:.2f}) from a median of {first_median:.3g} to "
                         f"{tail_median:.3g}")
@@ -213,7 +228,7 @@ def evaluate(run: Run, p: GradNormParams) -> tuple[CheckResult, GradNormAssessme
     if series is None:
         return unavailable("grad_norm", 0, p.min_records,
                            "the run logged no grad_norm (train/grad_norm, actor/grad_norm or grad_norm)"), None
-    a = assess_grad_norm(series, p, rl=rl_run(run))
+    a = assess_grad_norm(series, p, rl=rl_run(run), loss=loss_with_level(run))
     if a is None:
         n = usable_records(series)
         return unavailable("grad_norm", n, p.min_records,
@@ -252,10 +267,20 @@ def rl_run(run: Run) -> bool:
 # arguments never hold (a reward, a rollout, a completion, an advantage, a KL, a number of generations per prompt)
 _RL_WORDS = re.compile(r"reward|rollout|completion|advantage|(?:^|[/_])kl(?:$|[/_])|generation|critic|ppo|grpo", re.I)
 _RL_TRAINERS = re.compile(r"grpo|ppo|rloo|reinforce|gkd|dapo|gspo|remax", re.I)
+# offline preference training's own records (TRL's DPOTrainer, and the ORPO / CPO / KTO trainers after it; ms-swift's
+# `--rlhf_type dpo` logs them as TRL does): the implicit rewards and log-probs of fixed chosen / rejected pairs, no rollout
+PREFERENCE_KEYS = re.compile(r"^(?:rewards|logps|logits)/(?:chosen|rejected|margins|accuracies)$")
+
+
+def preference_run(run: Run) -> bool:
+    """The run trains on fixed preference pairs (DPO and its kin): its records hold TRL's pair metrics."""
+    table = run.metrics.table
+    return any(PREFERENCE_KEYS.match(key) for kind in table.kinds() for key in table.keys(kind))
 
 
 def supervised_run(run: Run) -> bool:
-    """The run trains on fixed targets (SFT, pre-training): no RL framework, no RL metric under any name, no RL
+    """The run trains on fixed targets (SFT, pre-training) or fixed preference pairs (DPO: `rewards/chosen` is an
+    implicit reward of a pair, not a rollout's): no RL framework, no RL metric under any name, no RL
     argument, and a loss read over enough records. A reward or truncation check has nothing to read there, so it
     is no health check of the run (a completed SFT run of ms-swift could never be `healthy`:
     modelscope/ms-swift#4509's 4900 of 4900 steps). Anything RL-shaped keeps the RL checks required: a reward the
@@ -263,7 +288,7 @@ def supervised_run(run: Run) -> bool:
     if rl_run(run) or run.framework in ("nemo_rl", "areal"):
         return False
     table = run.metrics.table
-    if any(_RL_WORDS.search(key) for kind in table.kinds() for key in table.keys(kind)):
+    if any(_RL_WORDS.search(key) and not PREFERENCE_KEYS.match(key) for kind in table.kinds() for key in table.keys(kind)):
         return False
     args = run.args if run.has("args") else {}
     if any(_RL_WORDS.search(name) for name in args) or _RL_TRAINERS.search(str(args.get("rlhf_type") or "")):

@@ -40,16 +40,20 @@ class HealthQuestion:
     probe: str  # the probe that owns the question
     passing: tuple[str, ...]  # its outcomes that mean the check passed
     required: bool = True  # False: checked only where the run logs what it needs
+    says: str = ""  # what a pass of it tells the reader, for the healthy verdict's explanation
 
 
 QUESTIONS = (
-    HealthQuestion("step1_invariants", "step1_invariants", ("hold",), required=False),
-    HealthQuestion("grad_norm", "grad_norm_health", ("healthy",)),
-    HealthQuestion("reward_signal", "reward_signal", ("improving", "flat")),
-    HealthQuestion("truncation", "truncation", ("normal",)),
-    HealthQuestion("nonfinite", "nonfinite_onset", ("none",)),
-    HealthQuestion("policy_drift", "policy_drift", ("none",), required=False),
-    HealthQuestion("lr_schedule", "lr_schedule", ("plausible",), required=False),
+    HealthQuestion("step1_invariants", "step1_invariants", ("hold",), required=False,
+                   says="the step-1 invariants hold (log_probs equal ref_log_probs, KL is zero)"),
+    HealthQuestion("grad_norm", "grad_norm_health", ("healthy",), says="grad_norm stays in its healthy range"),
+    HealthQuestion("reward_signal", "reward_signal", ("improving", "flat"), says="rewards carry a learning signal"),
+    HealthQuestion("truncation", "truncation", ("normal",), says="responses are not cut at a length wall"),
+    HealthQuestion("nonfinite", "nonfinite_onset", ("none",), says="the update never goes NaN or Inf"),
+    HealthQuestion("policy_drift", "policy_drift", ("none",), required=False,
+                   says="entropy, KL and the log-prob gap show no drift"),
+    HealthQuestion("lr_schedule", "lr_schedule", ("plausible",), required=False,
+                   says="the learning rate follows a plausible schedule"),
 )
 
 
@@ -100,7 +104,10 @@ class HealthChecks(Probe):
         lacking = [r for q, r in results if q.required and not r.available]
         evidence = {"checks": checks, "ran": len(ran), "required": sum(q.required for q in questions)}
         if supervised:
-            evidence["supervised"] = (f"{' and '.join(ROLLOUT_QUESTIONS)} do not apply: a supervised run, with no RL "
+            from probes.grad_norm_health import preference_run
+
+            kind = "a preference run on fixed pairs (DPO)" if preference_run(run) else "a supervised run"
+            evidence["supervised"] = (f"{' and '.join(ROLLOUT_QUESTIONS)} do not apply: {kind}, with no RL "
                                       "metric, argument or framework")
         if failed:
             names = ", ".join(f"{r.name} ({r.detail.rstrip('.')})" for r in failed)
@@ -116,3 +123,22 @@ class HealthChecks(Probe):
         if supervised:
             summary += f" ({evidence['supervised']})"
         return self.observe("passed", summary, 0.85, **evidence)
+
+
+def healthy_explanation(evidence: dict) -> str | None:
+    """The healthy verdict's explanation in terms of the checks that ran and passed on this run (and those that did
+    not apply), not the catalog's full list: a supervised run was told its rewards carry a learning signal."""
+    checks = evidence.get("checks")
+    if not isinstance(checks, list):
+        return None
+    says = {q.name: q.says for q in QUESTIONS}
+    passed = [says[c["name"]] for c in checks if isinstance(c, dict) and c.get("passed") and says.get(c.get("name"))]
+    if not passed:
+        return None
+    listed = passed[0] if len(passed) == 1 else ", ".join(passed[:-1]) + " and " + passed[-1]
+    text = ("Nothing is wrong that the triage can see, on positive evidence: the training metrics were read over "
+            f"enough records for every health check that applies to run, and each passed: {listed}.")
+    if isinstance(evidence.get("supervised"), str):
+        text += f" Not asked: {evidence['supervised']}."
+    return (text + " The log holds no fatal error, and the job ended or is still progressing. A run whose metrics "
+            "could not be read is inconclusive, never healthy.")

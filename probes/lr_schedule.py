@@ -276,7 +276,7 @@ class LrSchedule(Probe):
         candidates: list[tuple[int, str]] = []
         g = run.metrics.get("grad_norm")
         if g is not None:
-            a = assess_grad_norm(g, GradNormParams(), rl=rl_run(run))
+            a = assess_grad_norm(g, GradNormParams(), rl=rl_run(run), loss=loss_with_level(run))
             if a is not None and a.status != "healthy" and a.onset_step is not None:
                 p: LrParams = self.params  # type: ignore[assignment]
                 onset = a.onset_step

@@ -121,6 +121,21 @@ def _finite_update_at(run: Run, s: Series, steps: tuple[int, ...] | list[int]) -
     return seen
 
 
+def _pair_nonfinite(run: Run, s: Series, steps: tuple[int, ...] | list[int]) -> bool:
+    """A preference trainer's two log-prob means (TRL's DPO / KTO / ORPO `logps/chosen` and `logps/rejected`) both
+    non-finite on one record: a batch holds one side at least (KTO's may hold only one, and logs the other's mean over
+    nothing as NaN: huggingface/trl#1447), so both at once is the forward pass gone non-finite, not a mean over
+    nothing (modelscope/ms-swift#5418: both NaN, `logits/*` and `nll_loss` NaN beside them, under a finite grad_norm)."""
+    kind = _kind(s)
+    chosen, rejected = run.metrics.raw(kind, "logps/chosen"), run.metrics.raw(kind, "logps/rejected")
+    if chosen is None or rejected is None:
+        return False
+    at = {int(x) for x in steps}
+    bad_c = {int(st) for st, v in zip(chosen.steps.tolist(), chosen.values.tolist()) if not np.isfinite(v)}
+    bad_r = {int(st) for st, v in zip(rejected.steps.tolist(), rejected.values.tolist()) if not np.isfinite(v)}
+    return bool(at & bad_c & bad_r)
+
+
 def nonfinite_by_series(run: Run) -> list[tuple[Series, NonFinite]]:
     """Every watched series with a NaN / Inf, earliest onset first (grad_norm first on a tie).
 
@@ -133,7 +148,8 @@ def nonfinite_by_series(run: Run) -> list[tuple[Series, NonFinite]]:
         nf = nonfinite_onset(s.values, s.steps)
         if nf is None:
             continue
-        if s.name not in UPDATE_SERIES and _finite_update_at(run, s, [int(x) for x in nf.steps]):
+        if s.name not in UPDATE_SERIES and not _pair_nonfinite(run, s, nf.steps) \
+                and _finite_update_at(run, s, [int(x) for x in nf.steps]):
             continue
         found.append((order, s, nf))
     found.sort(key=lambda t: (t[2].onset_step, t[0]))
@@ -263,12 +279,28 @@ class NonfiniteOnset(Probe):
             )
         found = nonfinite_by_series(run)
         if not found:
+            # a diagnostic series non-finite only beside a finite update is set aside, and said so: a report
+            # calling every value finite over a KL that is NaN on each record reads as wrong (open-r1#704)
+            aside = []
+            for s in series:
+                nf = nonfinite_onset(s.values, s.steps)
+                if nf is not None:
+                    aside.append({"metric": s.source, "nonfinite_count": len(nf.steps), "records": nf.total})
+            if not aside:
+                summary = f"Every value of {len(series)} watched metrics is finite."
+            else:
+                named = ", ".join(f"{a['metric'].split(':', 1)[-1]} ({a['nonfinite_count']} of {a['records']} records)"
+                                  for a in aside)
+                summary = (f"The update stayed finite: {named} NaN/Inf only where the loss and grad norm logged beside "
+                           "it are finite, a metric averaged over nothing (a KL with no reference model, a ratio "
+                           "over zero tokens), set aside.")
             return self.observe(
                 "none",
-                f"Every value of {len(series)} watched metrics is finite.",
+                summary,
                 0.9,
                 metrics=[s.source for s in series],
                 records=max(len(s) for s in series),
+                **({"set_aside": aside} if aside else {}),
             )
         skips = scaler_skips(run, found)
         if skips:
@@ -307,12 +339,18 @@ class NonfiniteOnset(Probe):
         worst = max(len(nf.steps) for _s, nf in found)
         finite_grad = finite_gradients_at(run, found) if persistent or worst > p.max_isolated else None
         if finite_grad is not None:
+            pair = any(_pair_nonfinite(run, s, nf.steps) for s, nf in found)
+            head = (f"{names} {'is' if len(found) == 1 else 'are'} non-finite from {first_series.step_word} "
+                    f"{first.onset_step} on")
+            summary = (f"{head}, with both sides of the preference pair non-finite on those batches: the forward pass "
+                       f"went non-finite, while {finite_grad.key} stays finite on every one of those records (an update "
+                       "the trainer skipped or clipped)." if pair else
+                       f"{head}, but {finite_grad.key} is finite on every one of those records: the update itself did "
+                       "not go non-finite (a logged average over nothing, or a loss term that does not reach the "
+                       "gradients).")
             return self.observe(
                 "finite_gradients",
-                f"{names} {'is' if len(found) == 1 else 'are'} non-finite from {first_series.step_word} "
-                f"{first.onset_step} on, but "
-                f"{finite_grad.key} is finite on every one of those records: the update itself did not go "
-                "non-finite (a logged average over nothing, or a loss term that does not reach the gradients).",
+                summary,
                 0.7,
                 grad_norm_finite={"metric": finite_grad.source, "records": len(finite_grad),
                                   "max": evidence_number(float(np.max(finite_grad.values)))},

@@ -81,10 +81,11 @@ def read_step1(run: Run) -> Step1Readings:
         if index != 0:
             found.resumed_at["rollout"] = index
         else:
-            for key in ("rollout/log_probs", "rollout/rollout_log_probs"):
-                if key in record:
-                    found.log_probs = (f"rollout:{key}", record[key])
-                    break
+            # the trainer's own log-probs only: `rollout/rollout_log_probs` is the engine's (slime's data.py logs both),
+            # whose gap to the reference at rollout 0 is the train-inference mismatch, never 0 (THUDM/slime#1527:
+            # log_probs equal to ref_log_probs at -0.22009, the engine's -0.21898)
+            if "rollout/log_probs" in record:
+                found.log_probs = ("rollout:rollout/log_probs", record["rollout/log_probs"])
             if "rollout/ref_log_probs" in record:
                 found.ref_log_probs = ("rollout:rollout/ref_log_probs", record["rollout/ref_log_probs"])
             if "rollout/kl" in record:
@@ -146,8 +147,10 @@ class Step1Invariants(Probe):
                 # slime's exact-zero bar would blame healthy runs (NOTES.md, Known limits): not slime's advice
                 raise Unavailable(
                     "metrics",
-                    f"the step-1 invariants are read from a slime-family job's first rollout and step (`rollout 0:`, "
-                    f"`step 0:`) or the HF Trainer's first `kl`; a {fw} run logs neither",
+                    f"the step-1 invariants are checked on a slime-family job's first rollout and step (`rollout 0:`, "
+                    f"`step 0:`) and on the HF Trainer's first `kl`; this {fw} run's first records are not held to "
+                    "their exact-zero bar (a first update that recomputes log-probs over other micro-batches is not "
+                    "zero on a healthy run)",
                     f"none in a {fw} run's records: this check reads slime's and the HF Trainer's",
                 )
             raise Unavailable(

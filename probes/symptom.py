@@ -127,7 +127,71 @@ def _few_records_hints(run: Run) -> list[dict[str, str]]:
                        f"({g.source}): nothing was updated on those steps, too few of them to ask why")
             return [{"verdict": vid, "because": because}
                     for vid in ("reward.no_signal", "algo.degenerate_groups", "reward.broken_fn")]
+    e = run.metrics.get("entropy")
+    bar = threshold("drift.entropy_min")
+    if e is not None:
+        v = e.values[np.isfinite(e.values)]
+        if v.size >= 2 and float(v[-1]) < bar <= float(v[0]):
+            # an entropy that fell below the guide's collapse bar within the records logged (JuncyLu/trl_DAPO:
+            # 1.03, 0.11, 0.0085 over three records, clipped completions rising to 99%)
+            return [{"verdict": "policy.entropy_collapse",
+                     "because": (f"{e.source} fell from {float(v[0]):.3g} to {float(v[-1]):.3g} within the {v.size} "
+                                 f"records logged, below the guide's collapse bar {bar:g}: too few records to call "
+                                 "the trend")}]
+    if g is not None and rl_run(run):
+        from probes.reward_signal import zero_std_fraction
+
+        z = zero_std_fraction(run)
+        zbar = threshold("reward.zero_std_fraction")
+        last = g.values[np.isfinite(g.values)]
+        if z is not None and len(z) and last.size and float(last[-1]) == 0.0 and float(z.values[-1]) > zbar:
+            # the latest record learned nothing: no group's rewards differed and the gradient was exactly 0
+            # (bingreeky/MemGen#33: reward 0, frac_reward_zero_std 1.0 and grad_norm 0.0 on the second record)
+            return [{"verdict": vid,
+                     "because": (f"on the latest record logged {float(z.values[-1]):.0%} of the prompt groups had no "
+                                 f"reward spread ({z.source}) and grad_norm is exactly 0 ({g.source}): that step learned "
+                                 "nothing, too few records to say the run does not")}
+                    for vid in ("reward.no_signal", "reward.broken_fn")]
     return []
+
+
+# A reward manager's report of its function's error on one sample, caught and scored as nothing (verl's prime reward
+# manager: `[Error] Task failed: {e}, completion: …`, verl-project/verl#3150; a reward loop's `reward_fn failed on row
+# 127: KeyError('question')`, AI-Hypercomputer/maxtext#4140)
+_REWARD_SAMPLE_FAILED = re.compile(r"\[Error\] Task failed: .*\bcompletion\b"
+                                   r"|\breward(?:_fn|_func(?:tion)?| function)\b.{0,40}\bfailed\b.*\b[A-Z]\w*(?:Error|Exception)\b")
+
+
+def _reward_sample_failure(run: Run) -> LogLine | None:
+    """The first line of the log reporting a reward function's caught failure on a sample, if any."""
+    for line in run.log.errors:
+        if ("ailed" in line.text) and _REWARD_SAMPLE_FAILED.search(line.text):
+            return line
+    return None
+
+
+def _keep_open(evidence: dict[str, Any], outcome: str, verdict: str, because: str) -> None:
+    """Beside no symptom: `outcome` was not seen but not ruled out, and `verdict` is a candidate for `because`."""
+    unseen = evidence.setdefault(UNSEEN_OUTCOMES, [])
+    if outcome not in unseen:
+        unseen.append(outcome)
+    evidence["suggests"] = [*evidence.get("suggests", []), {"verdict": verdict, "because": because}]
+
+
+def _entropy_below_bar_throughout(run: Run) -> str | None:
+    """The entropy below the guide's collapse bar on every record (two or more), above 0 (a trainer that logs an
+    entropy it never computed writes 0: huggingface/open-r1#704): what such records say, or None."""
+    e = run.metrics.get("entropy")
+    if e is None:
+        return None
+    v = e.values[np.isfinite(e.values)]
+    bar = threshold("drift.entropy_min")
+    if v.size < 2 or not bool(np.all((v > 0) & (v < bar))):
+        return None
+    start = int(e.steps[0]) if len(e.steps) else None
+    where = f" from {e.step_word} {start} on" if start is not None and e.step_word != "record" else ""
+    return (f"the entropy is below the guide's collapse bar {bar:g} on every one of the {v.size} records logged"
+            f"{where} ({e.source}, at most {float(np.max(v)):.3g}): whether it fell there is not in these records")
 
 
 def _no_spread_on_every_record(run: Run) -> str | None:
@@ -289,7 +353,20 @@ class Symptom(Probe):
                 hints = _few_records_hints(run)
                 if hints:
                     evidence["suggests"] = hints
+            low = _entropy_below_bar_throughout(run) if has_metrics else None
+            if low is not None:
+                # below the guide's bar on every record: a collapse before the first record logged is not seen as a
+                # fall (policy_drift), and not ruled out either (a fragment from step 383 on, TinyZero's notes)
+                _keep_open(evidence, "policy_drift", "policy.entropy_collapse", low)
+            failed = _reward_sample_failure(run) if has_log else None
+            if failed is not None:
+                # a reward manager that catches its function's error scores the sample as nothing and goes on: no stop
+                # to classify, and the reward's causes stay open with this line for them
+                _keep_open(evidence, "reward_flat", "reward.broken_fn",
+                           f"the reward function failed on a sample and the job scored it as nothing: "
+                           f"`{failed.text[:200]}` at {failed.where()}")
             metrics = ("there are no metrics to check" if not has_metrics else
+                       f"its metrics show no symptom, but {low}" if low is not None else
                        "the metrics stay in the guides' healthy ranges" if records >= count("health.grad_norm.min_records")
                        else "its metrics hold no loss, grad_norm or reward to judge" if records == 0
                        else f"its {records} metric record{'s show' if records != 1 else ' shows'} no metric symptom "

@@ -63,7 +63,10 @@ _WATCHDOG = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>-?\d+), NumelOut=(?P<numel_out>-?\d+))?"
 )
 # the line after the report in torch >= 2.2 (ProcessGroupNCCL.cpp, watchdogHandler): its group, rank and work
-_DETECTED = re.compile(_PG + r"\s+failure detected by watchdog at work sequence id: (?P<seq>\d+)")
+# (torch 2.3-2.4's words: `[PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an error or timeout) detected by
+# watchdog at work: 122, last enqueued NCCL work: 127, …`, huggingface/accelerate#3250)
+_DETECTED = re.compile(_PG + r"\s+(?:failure detected by watchdog at work sequence id|"
+                       r"Exception \(either an error or timeout\) detected by watchdog at work): (?P<seq>\d+)")
 # ProcessGroupWrapper's report: each rank's fingerprint, up to the next rank's or the end of the message
 _WRAPPER = "Detected mismatch between collectives on ranks"
 # NCCL's network transport refusing a message larger than the operation this rank posted
@@ -141,6 +144,21 @@ class WatchdogReports(Probe):
         by_work: dict[tuple[str | None, int], list[_Report]] = {}
         for r in reports:
             by_work.setdefault((r.group, r.seq), []).append(r)
+        for (group, seq), rs in list(by_work.items()):
+            # a report whose group is not printed (its rank's follow-up line cut off) joins the one group named at its
+            # sequence number when it names the same work there: it can only agree, never make a mismatch
+            # (huggingface/open-r1#658: rank 1's `[PG ID 0 PG GUID 0(default_pg) Rank 1]` follow-up, rank 2's not pasted)
+            named = {g for g, sq in by_work if sq == seq and g is not None}
+            if group is None and len(named) == 1:
+                target = by_work[(next(iter(named)), seq)]
+                same = [r for r in rs if all((r.op, r.numel_in) == (t.op, t.numel_in) for t in target)]
+                if same:
+                    target.extend(same)
+                    left = [r for r in rs if r not in same]
+                    if left:
+                        by_work[(group, seq)] = left
+                    else:
+                        del by_work[(group, seq)]
         shared = {key: rs for key, rs in by_work.items() if len({r.rank for r in rs}) >= 2}
         if not shared and (apart := self._apart(reports)) is not None:
             return apart

@@ -1522,6 +1522,8 @@ def test_a_tests_own_assertion_is_the_test_harness_and_its_runners_lines_are_no_
     # a job script's shell errors under its helper's traceback (the same repository's 2339785.err)
     "cat: '': No such file or directory",
     "/var/spool/slurmd/job2339785/slurm_script: line 374: python: command not found",
+    # another thread's traceback header (CPython threading's excepthook; rllm-org/rllm#176)
+    "Exception in thread Thread-9 (runner):",
 ])
 def test_another_programs_line_under_an_exception_is_no_part_of_its_message(after):
     tb = read_text('Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    main()\n'
@@ -1541,6 +1543,11 @@ def test_a_loading_bars_count_is_no_step_and_a_training_bars_is():
     bar = " 12%|█▏        | 37/300 [05:12<36:51,  8.45s/it]\n"
     chain = next(iter(read_text(bar + tb).groups.values())).first
     assert chain.last_step == 37
+    # OpenRLHF's step bar with tqdm's postfix counts, a micro-batch `forward` bar under it does not (TideDra/lmm-r1#84)
+    bars = ("Steps [Episode 1]:  11%|█         | 16/150 [3:38:05<30:26:30, 817.84s/it, policy_loss=-0.0976, kl=0, "
+            "reward=0.301]\nforward: 100%|██████████| 32/32 [00:24<00:00,  1.65it/s]\n")
+    chain = next(iter(read_text(bars + tb).groups.values())).first
+    assert chain.last_step == 16
 
 
 def test_a_ray_worker_prefix_without_an_actor_is_not_the_driver(tmp_path):

@@ -498,6 +498,10 @@ FIELD_CASES = [
      "'param': None, 'code': 400}\n"),  # sgl-project/sglang srt/managers/utils.py validate_input_length
     # OOM family
     ("cuda_oom", "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"),  # ATen CublasHandlePool.cpp
+    ("cuda_oom", "        rtMalloc execute failed, reason=[driver error:out of memory][FUNC:FuncErrorReason]"
+     "[FILE:error_message_manage.cc][LINE:53]\n"),  # CANN runtime under torch_npu; hiyouga/LlamaFactory#6816
+    ("cuda_oom", "E1103 18:23:55.101761 3413773 gpu_cudamallocasync_allocator.cc:361] gpu_async_3 cuMemAllocAsync failed to "
+     "allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"),  # XLA; SkyRL#624
     ("cuda_oom", "(WorkerDict pid=812, ip=10.0.0.5) ValueError: Free memory on device (59.32/79.15 GiB) on startup is less than "
      "desired GPU memory utilization (0.9, 71.24 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
      "processes.\n"),  # vllm v1/worker/gpu_worker.py; vllm-project/vllm#20305
@@ -623,6 +627,12 @@ FIELD_CASES = [
     # the legacy Megatron-LM's `megatron.mpu` (facebookresearch/metaseq#496: another Megatron branch)
     ("version_mismatch", "AttributeError: module 'megatron.mpu' has no attribute "
      "'LinearWithGradAccumulationAndAsyncCommunication'\n"),
+    # torch's own module, no frames pasted (lsdefine/simple_GRPO#5)
+    ("version_mismatch", "RuntimeError: HIP error: invalid device function\n"),  # hipErrorInvalidDeviceFunction; verl#3163
+    ("version_mismatch", "RuntimeError: Failed to import swift.tuners.base because of the following error (look up to see "
+     "its traceback): No module named 'transformers.models.gemma'\n"),  # a lazy importer's wrapper; ms-swift#790
+    ("version_mismatch", "AttributeError: module 'torch.utils._pytree' has no attribute 'register_pytree_node'. "
+     "Did you mean: '_register_pytree_node'?\n"),
     # transformers' generate with no pad token to pad a batch with (OpenGVLab/InternVL#1072)
     ("no_pad_token", "ValueError: If `eos_token_id` is defined, make sure that `pad_token_id` is defined.\n"),
     # Ray's memory monitor in its first wording (ray-project/ray#27716)
@@ -953,7 +963,9 @@ def test_batch_flags_pasted_after_another_assertion_are_not_a_batch_refusal(tmp_
                   "--model_name Qwen2.5-Math-7B --max_response_length 8192  --train_batch_size 1024 --rollout_n 8\n")
     obs = examine(tmp_path, log)
     assert obs.outcome == "sample_too_long"
-    assert obs.evidence["signature"] == "engine_context_length"
+    # verl's own start-up check, answered in verl's keys (RLHFlow/Online-DPO-R1#2 was told an engine refused a prompt)
+    assert obs.evidence["signature"] == "verl_context_length_check"
+    assert obs.evidence["flags"] == ["data.max_prompt_length", "data.max_response_length"]
 
 
 def test_a_sampling_services_refusal_of_prompt_plus_max_tokens_is_a_sample_over_the_context(tmp_path):
@@ -999,6 +1011,18 @@ def test_every_shipped_pattern_names_its_source():
     for sig in load_signatures():
         assert len(sig.pattern_sources) == len(sig.patterns), sig.id
         assert all(src.strip() for src in sig.pattern_sources), f"{sig.id}: a pattern without a source"
+
+
+def test_a_signatures_suggestion_is_a_catalog_id_its_outcome_leaves_open():
+    from pathlib import Path
+
+    from triage.catalog import load_catalog
+
+    ids = set(load_catalog(Path(__file__).resolve().parent.parent / "playbooks" / "verdicts.yaml"))
+    suggesting = [sig for sig in load_signatures() if sig.suggests]
+    assert suggesting
+    for sig in suggesting:
+        assert sig.suggests in ids, f"{sig.id}: {sig.suggests} is no catalog id"
 
 
 def test_a_pattern_item_must_be_a_regex_or_re_and_source():
@@ -2437,6 +2461,102 @@ def test_deepspeeds_batch_check_is_explained_and_remedied_in_deepspeeds_own_term
     assert rc["remedy"].startswith("Make DeepSpeed's three batch sizes agree") and "train_batch_size" in rc["flags"]
 
 
+def test_verls_split_of_a_batch_over_its_workers_is_explained_in_its_own_terms(tmp_path, capsys):
+    # hiyouga/EasyR1#44 was told slime's rollout formula for `Got size of DataProto 512 and chunk 6`
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(
+        "(Runner pid=2210) AssertionError: only support equal chunk. Got size of DataProto 512 and chunk 6.\n",
+        encoding="utf-8")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "config.batch_size_mismatch"
+    assert rc["explanation"].startswith("verl split a batch over its workers") and "n_samples_per_prompt" not in rc["explanation"]
+    assert "the batch divides by the number of workers" in rc["remedy"] and "data.val_batch_size" in rc["flags"]
+
+
+def test_a_virtualenv_named_after_a_package_is_not_that_packages_frame(tmp_path):
+    # modelscope/ms-swift#4398: torch's Module.__getattr__ under a virtualenv `ms-swift-new` raised for a model the
+    # Liger path reads `lm_head` off; no package's API is missing (the env's name is no `swift` frame)
+    env = "/data/u/env/ms-swift-new/lib/python3.10/site-packages"
+    log = ("[rank6]: Traceback (most recent call last):\n"
+           f'[rank6]:   File "{env}/trl/trainer/grpo_trainer.py", line 1041, in _compute_loss\n'
+           "[rank6]:     lm_head = unwrapped_model.lm_head\n"
+           f'[rank6]:   File "{env}/peft/peft_model.py", line 793, in __getattr__\n'
+           "[rank6]:     return super().__getattr__(name)  # defer to nn.Module's logic\n"
+           f'[rank6]:   File "{env}/torch/nn/modules/module.py", line 1940, in __getattr__\n'
+           "[rank6]:     raise AttributeError(\n"
+           "[rank6]: AttributeError: 'PeftModelForCausalLM' object has no attribute 'lm_head'\n")
+    obs = examine(tmp_path, log)
+    assert obs.outcome != "version_mismatch", obs.summary
+
+
+def test_an_npus_out_of_memory_is_said_to_be_the_npus_and_a_missing_module_not_installed(tmp_path):
+    obs = examine(tmp_path, "RuntimeError: NPU out of memory. Tried to allocate 26.44 GiB (NPU 0; 60.97 GiB total)\n")
+    assert obs.outcome == "cuda_oom" and obs.summary.startswith("An Ascend NPU ran out of memory")
+    # OpenRLHF/OpenRLHF#790: no API is missing when the package is not there at all
+    obs = examine(tmp_path, "ModuleNotFoundError: No module named 'flash_attn'\n")
+    assert obs.outcome == "version_mismatch"
+    assert obs.summary.startswith("A package the job imports is not installed in the environment that ran it")
+
+
+def test_an_outside_services_name_that_did_not_resolve_is_told_its_own_remedy(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    (tmp_path / "job.log").write_text(
+        "urllib3.exceptions.NameResolutionError: <urllib3.connection.HTTPSConnection object at 0x765a141842f0>: Failed to "
+        "resolve 'api.wandb.ai' ([Errno -3] Temporary failure in name resolution)\n", encoding="utf-8")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "infra.network" and "outside service" in rc["explanation"]
+    assert "WANDB_MODE=offline" in rc["flags"] and "NCCL_SOCKET_IFNAME" not in rc["remedy"]
+    # a node of the job by its address is the network between nodes, as before
+    obs = examine(tmp_path, "socket.gaierror: [Errno -2] Name or service not known\n")
+    assert obs.outcome == "network_failure" and obs.evidence["signature"] == "network_failure"
+
+
+def test_rays_envelope_of_an_out_of_memory_error_alone_leaves_host_memory_open(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    envelope = "ray.exceptions.RayTaskError(OutOfMemoryError): ray::MegatronTrainRayActor.update_weights()\n"
+    obs = examine(tmp_path, envelope)
+    assert obs.outcome == "cuda_oom" and obs.evidence["signature"] == "ray_wrapped_oom"
+    assert obs.evidence["unjudged_outcomes"] == ["host_oom_killed"]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "job.log").write_text(envelope, encoding="utf-8")
+    main(["run", str(tmp_path / "run"), "--json", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert "host.ram_exhausted" not in {r["verdict"] for r in report["ruled_out"]}
+    # the exception under it decides: torch's is the GPU's
+    obs = examine(tmp_path, envelope + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.16 GiB.\n")
+    assert obs.outcome == "cuda_oom" and obs.evidence["signature"] == "cuda_oom"
+
+
+def test_host_memory_running_out_while_a_checkpoint_is_written_is_told_the_saves_remedy(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    # verl-project/verl#1964: Ray's memory monitor killed the save of a 32B model's checkpoint
+    (tmp_path / "job.log").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/code/verl/verl/trainer/ppo/ray_trainer.py", line 1011, in fit\n    self._save_checkpoint()\n'
+        '  File "/code/verl/verl/trainer/ppo/ray_trainer.py", line 856, in _save_checkpoint\n'
+        "    self.actor_rollout_wg.save_checkpoint(actor_local_path, actor_remote_path, self.global_steps)\n"
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n", encoding="utf-8")
+    assert main(["run", str(tmp_path / "job.log"), "--json", "--no-cache"]) == 0
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert rc["id"] == "host.ram_exhausted"
+    assert rc["remedy"].startswith("The host ran out of RAM while a checkpoint was being gathered and written")
+    assert "dataset_num_proc" not in rc["remedy"] and rc["flags"] == []
+
+
 def test_math_verify_timing_out_off_the_main_thread_is_the_reward_function(tmp_path):
     # huggingface/Math-Verify#50: the reward ran in a worker thread of verl's main_task; every answer then scored 0
     block = ("(main_task pid=1324104) Traceback (most recent call last):\n"
@@ -2582,6 +2702,9 @@ def test_a_keyboard_interrupt_alone_is_a_stop_from_outside_not_a_crash(tmp_path)
     assert obs.evidence["signature"] == "keyboard_interrupt"
     assert obs.summary.startswith("The job was interrupted (KeyboardInterrupt, SIGINT)")
     assert "SIGTERM" not in obs.summary.split(":")[0]
+    # no memory killer sends SIGINT: the summary asks who sent it, and the scheduler leads the candidates
+    assert "Out of memory: Killed process" not in obs.summary and "a user's Ctrl-C" in obs.summary
+    assert obs.evidence["suggests"][0]["verdict"] == "sched.time_limit"
 
 
 def test_a_keyboard_interrupt_printed_with_an_empty_message_is_one_too(tmp_path):
@@ -2747,6 +2870,8 @@ def test_a_ray_worker_that_vanished_is_a_kill_whose_sender_is_unknown(tmp_path):
                             + RAY_VANISHED)
     assert obs.outcome == "killed", obs.summary
     assert obs.evidence["signature"] == "ray_worker_vanished"
+    # Ray lists the possible causes: no SIGKILL is claimed as seen (hkust-nlp/simpleRL-reason#98)
+    assert "was killed with SIGKILL" not in obs.summary and "Ray worker vanished" in obs.summary
 
 
 def test_a_ray_worker_that_vanished_after_its_own_abort_reports_that_abort(tmp_path):

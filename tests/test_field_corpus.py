@@ -18,7 +18,7 @@ from triage.field_bench import DEFAULT_CORPUS, PROVENANCE_KEYS, load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG_IDS = set(load_catalog(ROOT / "playbooks" / "verdicts.yaml"))
-# Issue 12 aims at 0.90; the corpus measures 0.579 (73/126) today: the 84 cases of the stop
+# Issue 12 aims at 0.90; the corpus measures 0.571 (72/126) today: the 84 cases of the stop
 # before at 0.631 (53/84) as then, the 42 collected since at 20/42 (collected by thread criteria
 # alone; many are a dependency error whose words do not name a version, a cut traceback or a
 # command with no error in it). huggingface/trl#4538's loopback connect timeout is `inconclusive` with

@@ -98,6 +98,19 @@ def test_the_catalogs_slime_flags_become_each_frameworks_own_names():
     assert unnamed == ["--offload"]
 
 
+def test_remedy_only_rows_name_a_remedys_kl_and_save_flags_but_never_a_runs_arguments(tmp_path):
+    # verl's ppo_trainer.yaml: algorithm.kl_ctrl.kl_coef, trainer.save_freq; TRL's grpo_config.py: beta
+    reg = frameworks.registry()
+    out, told, unnamed = reg["verl"].own_flags(["--kl-coef", "--use-kl-loss", "--save-interval"])
+    assert out == ["algorithm.kl_ctrl.kl_coef", "actor_rollout_ref.actor.use_kl_loss", "trainer.save_freq"]
+    assert unnamed == []
+    assert reg["trl"].own_flags(["--kl-coef"])[0] == ["beta"]
+    # a verl run's KL coefficient is not slime's --kl-coef to the rules (no --ref-load asked of it)
+    assert "algorithm.kl_ctrl.kl_coef" not in frameworks.canonical_arg_names()
+    assert "kl_coef" not in reg["verl"].arg_names()
+    assert frameworks.canonical_arg_names()["trainer.save_freq"] == "save_interval"
+
+
 def test_a_verl_run_is_told_its_own_key_for_the_engines_memory(tmp_path, capsys):
     import json
 
@@ -190,6 +203,51 @@ VERL_LOG = (
     "(TaskRunner pid=2601) step:3 - actor/entropy:0.5801 - actor/grad_norm:0.4410 - critic/score/mean:0.25 - "
     "response_length/mean:433.0 - response_length/clip_ratio:0.0\n"
 )
+
+
+def test_unsloths_start_up_banner_names_the_hf_trainer_and_the_paste_is_read_not_refused(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    # unslothai/unsloth#2033: the start of a run, before any record
+    _log(tmp_path, "🦥 Unsloth: Will patch your computer to enable 2x faster free finetuning.\n"
+                   "🦥 Unsloth Zoo will now patch everything to make training faster!\n"
+                   "INFO 03-15 21:22:25 __init__.py:190] Automatically detected platform cuda.\n")
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["run"]["framework"] == "hf_trainer" and report["root_cause"]["id"] == "inconclusive"
+
+
+def test_an_open_r1_command_names_the_trl_run_and_its_remedy_keys(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    # huggingface/open-r1#672: the engine's refusal of a prompt, and the recipe's command beside it
+    (tmp_path / "cmdline.txt").write_text(
+        "accelerate launch --config_file recipes/accelerate_configs/zero3.yaml src/open_r1/grpo.py "
+        "--config recipes/grpo/config_demo.yaml --vllm_mode colocate\n", encoding="utf-8")
+    _log(tmp_path, "ValueError: The decoder prompt (length 4608) is longer than the maximum model length of 4096. "
+                   "Make sure that `max_model_len` is no smaller than the number of text tokens.\n")
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["run"]["framework"] == "hf_trainer"
+    assert report["root_cause"]["id"] == "config.sample_exceeds_limits"
+    assert "vllm_max_model_len" in report["root_cause"]["flags"]
+
+
+def test_verls_skip_of_a_step_whose_gradient_is_not_finite_is_read_not_refused(tmp_path, capsys):
+    import json
+
+    from triage.cli import main
+
+    # EvolvingLMMs-Lab/multimodal-search-r1#19: the recipe's phase lines and verl's own warning (dp_actor.py)
+    _log(tmp_path, "[Global Step: 20] Update Actor Starts ...\n[Global Step: 20] Update Actor Ends ...\n"
+                   " WARN: rank 0 grad_norm is not finite: inf\nWARN: rank 0 grad_norm is not finite: inf\n")
+    assert scan_logs([tmp_path / "job.log"]).notable[0].tag == "nan_skip"
+    assert main(["run", str(tmp_path), "--json", "--no-cache"]) == 3
+    assert json.loads(capsys.readouterr().out)["run"]["framework"] == "verl"
 
 
 def test_verl_console_lines_are_read_with_ray_prefixes_and_lost_ansi_escapes(tmp_path):
@@ -597,6 +655,35 @@ def test_megatrons_iteration_line_is_a_metric_record(tmp_path):
     assert list(g.values) == pytest.approx([0.51, 0.52, 0.53])
     assert run.metrics.get("loss").values[0] == pytest.approx(2.4)
     assert run.metrics.get("lr").values[0] == pytest.approx(9.999746e-07)
+
+
+# NeMo 2.0's progress printer (nemo/lightning/pytorch/callbacks/progress_printer.py): the iteration restarts each
+# epoch, global_step does not (NVIDIA-BioNeMo/bionemo-recipes#740 pasted such lines; NeMo's own docs show the epoch turn)
+NEMO_PROGRESS = (
+    "Training epoch 0, iteration 18/19 | lr: 2.849e-06 | consumed_samples: 9728 | global_batch_size: 512 | "
+    "global_step: 18 | reduced_train_loss: 11.03 | train_step_timing in s: 46.9\n"
+    "(pretraining, pid=4112) Training epoch 1, iteration 0/999 | lr: 2.999e-06 | global_batch_size: 512 | "
+    "global_step: 19 | reduced_train_loss: 10.98 | train_step_timing in s: 46.86 | consumed_samples: 10240\n"
+    "Training epoch 1, iteration 1/999 | lr: 3.1e-06 | global_batch_size: 512 | global_st\n")
+
+
+def test_nemos_progress_line_is_a_metric_record_stepped_by_its_global_step(tmp_path):
+    index = scan_logs([_log(tmp_path, NEMO_PROGRESS)])
+    assert index.framework == "megatron"
+    run = open_file_run(str(tmp_path / "job.log"))
+    loss = run.metrics.get("loss")
+    assert loss.source == "megatron:reduced_train_loss" and list(loss.steps) == [18, 19]  # the cut third line adds none
+    assert list(loss.values) == pytest.approx([11.03, 10.98])
+    assert run.metrics.get("lr").values[1] == pytest.approx(2.999e-06)
+
+
+def test_gpt_neoxs_iteration_line_gives_its_lm_loss(tmp_path):
+    # EleutherAI/gpt-neox#947: GPT-NeoX's training_log writes `lm_loss`
+    _log(tmp_path, "samples/sec: 1.702 | iteration        1/   55000 | elapsed time per iteration (ms): 18806.7 | "
+                   "learning rate: 1.212E-09 | approx flops per GPU: 5.7TFLOPS | lm_loss: 2.275809E+00 | number of "
+                   "skipped iterations:   0 | number of nan iterations:   0 |\n")
+    loss = open_file_run(str(tmp_path / "job.log")).metrics.get("loss")
+    assert loss.source == "megatron:lm_loss" and loss.values[0] == pytest.approx(2.275809)
 
 
 def test_ms_swifts_megatron_backend_line_is_read_with_its_grpo_metrics(tmp_path):

@@ -81,6 +81,22 @@ def test_bash_arrays_and_arithmetic_expand_into_the_training_flags():
     assert flags["rollout_temperature"] == 0.8
 
 
+def test_a_command_kept_in_a_here_document_variable_is_the_training_command():
+    # OpenRLHF's example scripts: `read -r -d '' training_commands <<EOF` … `EOF`, then `deepspeed --module $training_commands`
+    text = ("set -x\nMODEL=/models/llama3-8b\nread -r -d '' training_commands <<EOF\nopenrlhf.cli.train_ppo \\\n"
+            "   --pretrain $MODEL \\\n   --micro_train_batch_size 2 \\\n   --generate_max_len 1024\nEOF\n"
+            'if [[ ${1} != "slurm" ]]; then\n    deepspeed --module $training_commands\nfi\n')
+    flags, _ = script_arguments(parse_launch_script(text))
+    assert flags == {"pretrain": "/models/llama3-8b", "micro_train_batch_size": 2, "generate_max_len": 1024}
+    # a quoted delimiter leaves `$` unexpanded, as bash does
+    quoted = parse_launch_script(text.replace("<<EOF", "<<'EOF'"))
+    assert "$MODEL" in quoted.variables["training_commands"]
+    # a paste cut inside the here-document, before the line that runs it: bash reads it to the end of the file
+    cut = text.split("EOF\nif")[0].rsplit("\n", 1)[0] + "\n"
+    script = parse_launch_script(cut)
+    assert script_arguments(script)[0]["micro_train_batch_size"] == 2 and script.command_line == 3
+
+
 def test_hydra_overrides_of_a_verl_script_are_typed_and_dotted():
     flags, overrides = script_arguments(parse_launch_script(VERL_SCRIPT))
     assert overrides["actor_rollout_ref.rollout.n"] == 5

@@ -54,6 +54,18 @@ def test_step1_kl_nonzero_when_log_probs_differ_from_ref(tmp_path):
     assert "rollout 0" in obs.summary
 
 
+def test_step1_never_takes_the_engines_log_probs_for_the_trainers(tmp_path):
+    # a slime rollout 0 logging only the engine's mean log-prob (a custom rollout's placeholder 0.0) beside the
+    # reference's: their gap is the train-inference mismatch, not the invariant; the KL at 0 decides it holds
+    (tmp_path / "job.log").write_text(
+        "(MegatronTrainRayActor pid=10122) [2026-07-20 17:53:24] data.py:193 - rollout 0: {'rollout/rollout_log_probs': "
+        "0.0, 'rollout/raw_reward': 0.2083, 'rollout/ref_log_probs': -0.09212045123179753, 'rollout/kl': 0.0}\n",
+        encoding="utf-8")
+    obs = examine(Step1Invariants(), open_run(str(tmp_path)))
+    assert obs.outcome == "hold", obs.summary
+    assert "log_probs" not in obs.evidence and "log_prob_difference" not in obs.evidence
+
+
 def test_step1_kl_nonzero_from_ppo_kl_at_step_0(tmp_path):
     s = healthy_series()
     s["ppo_kl"][0] = 2e-5
@@ -1149,6 +1161,26 @@ def test_the_trainers_filtered_loss_does_not_hide_nan_log_probs(tmp_path):
     obs = examine(NonfiniteOnset(), open_run(str(tmp_path)))
     assert obs.outcome == "persistent", obs.summary
     assert obs.evidence["onset_metric"] == "hf_log:logps/chosen" and obs.evidence["onset_step"] == 2
+
+
+def test_both_sides_of_a_preference_pair_non_finite_are_the_forward_pass_not_a_mean_over_nothing(tmp_path):
+    # modelscope/ms-swift#5418 (DPO): `logps/chosen` and `logps/rejected` NaN on one record, grad_norm 1.0 beside them
+    def rec(lc, lr, e):
+        return (f"{{'loss': 0.0, 'grad_norm': 1.0, 'learning_rate': 1e-06, 'logps/chosen': {lc}, 'logps/rejected': {lr}, "
+                f"'epoch': {e}}}\n")
+    (tmp_path / "dpo").mkdir()
+    (tmp_path / "dpo" / "job.log").write_text(rec(-160.1, -190.2, 0.01) + rec("nan", "nan", 0.02) + rec("nan", "nan", 0.03),
+                                              encoding="utf-8")
+    obs = examine(NonfiniteOnset(), open_run(str(tmp_path / "dpo")))
+    assert obs.outcome == "finite_gradients", obs.summary
+    assert "both sides of the preference pair non-finite" in obs.summary
+    # KTO logs one side's mean over a batch that holds none of it as NaN: one side alone is set aside
+    (tmp_path / "kto").mkdir()
+    (tmp_path / "kto" / "job.log").write_text(rec(-160.1, -190.2, 0.01) + rec("nan", -188.0, 0.02) + rec("nan", -187.5, 0.03),
+                                              encoding="utf-8")
+    obs = examine(NonfiniteOnset(), open_run(str(tmp_path / "kto")))
+    assert obs.outcome == "none", obs.summary
+    assert "set aside" in obs.summary
 
 
 def test_a_loss_nan_beside_a_finite_grad_norm_is_not_a_nan_gradient(tmp_path, capsys):

@@ -90,6 +90,11 @@ def test_module_launchers_quoted_commands_and_repeats():
     hooks = parse_command_line("python3 train.py --rollout-sample-hook-path a.h --rollout-sample-hook-path b.h")
     assert hooks == {"rollout_sample_hook_path": ["a.h", "b.h"]}  # declared with action="append"
     assert parse_command_line("python3 train.py --prompt \"it's") == {"prompt": "\"it's"}  # unbalanced quote
+    # a launcher's switch that its script is a module (deepspeed/launcher/runner.py `--module`, torchrun's `-m`), with
+    # or without launcher options between it and the module (OpenRLHF's examples run `deepspeed --module …`)
+    assert parse_command_line("deepspeed --module openrlhf.cli.train_sft --max_len 2048") == {"max_len": 2048}
+    assert parse_command_line("deepspeed --module --num_gpus 8 openrlhf.cli.train_sft --max_len 2048") == {"max_len": 2048}
+    assert parse_command_line("torchrun --nproc_per_node 8 -m train --lr 1") == {"lr": 1}
 
 
 def test_run_args_mapping():

@@ -295,6 +295,40 @@ def test_ray_repeated_suffix_and_continued_command_line(tmp_path):
     assert [e.text for e in ix.errors] == ["NCCL timeout in allreduce"]
 
 
+def test_hydra_command_echoed_by_set_x_is_the_command_line(tmp_path):
+    # verl's entry point takes Hydra overrides, no `--` flag; bash's `set -x` echoes it with `+ `
+    # (verl examples/grpo_trainer/*.sh run under `set -x`)
+    cmd = ("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_batch_size=128 "
+           "actor_rollout_ref.rollout.n=8 trainer.n_gpus_per_node=1")
+    text = "\n".join([
+        "+ " + cmd,
+        "2025-08-02 00:35:19,831 INFO worker.py:1879 -- Started a local Ray instance.",
+        "python3 tools/plot.py out.png",  # no override, no flag: not a training command
+    ]) + "\n"
+    ix = scan_logs([write(tmp_path, text)])
+    assert ix.command_line == cmd
+    only_plot = scan_logs([write(tmp_path, "python3 tools/plot.py a=1 out.png\n")])
+    assert only_plot.command_line is None
+
+
+def test_a_log_collectors_service_tag_is_not_read_as_the_line(tmp_path):
+    # akash-network/awesome-akash#543: a container's `[vllm]: ` before vLLM's worker prefix; the traceback's code
+    # line (`raise RuntimeError(f"NCCL error: …")`) is not its exception, and `[rank3]: ` still names a rank
+    tag = "[vllm]: (VllmWorkerProcess pid=91) ERROR 07-28 23:29:37 multiproc_worker_utils.py:226] "
+    text = "\n".join([
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/pynccl_wrapper.py", '
+              'line 223, in NCCL_CHECK',
+        tag + '    raise RuntimeError(f"NCCL error: {error_str}")',
+        tag + "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "[rank3]: RuntimeError: a rank's own error",
+    ]) + "\n"
+    ix = scan_logs([write(tmp_path, text)])
+    got = [(tb.line_no, tb.exception) for tb in ix.tracebacks]
+    assert got[0] == (1, "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)")
+    assert [e.source for e in ix.errors if "own error" in e.text] == ["rank3"]
+
+
 def test_truncated_last_line_is_still_parsed(tmp_path):
     text = SLIME_LOG + A + "[2026-08-01 10:04:00] model.py:918 - step 3: {'train/loss': 0.5}"
     ix = scan_logs([write(tmp_path, text)])
@@ -536,6 +570,22 @@ def test_a_launchers_task_label_is_stripped(tmp_path):
     assert line.text == "Scheduler hit an exception: Traceback (most recent call last):"
     assert split_line(" 12: [rank3]: RuntimeError: boom").text == "RuntimeError: boom"
     assert split_line("[1,0]<stderr>:ValueError: bad").text == "ValueError: bad"
+    # with `--timestamp-output`'s date before it (verl-project/verl#1657)
+    assert split_line("Tue May 20 21:16:06 2025[1,0]<stdout>:RuntimeError: Parent directory /ckpt does not exist."
+                      ).text == "RuntimeError: Parent directory /ckpt does not exist."
+    assert split_line("Tue May 20 21:16:06 2025 started").text == "Tue May 20 21:16:06 2025 started"
+    # `grep -n` (and `-C`'s context lines) before the lines a user grepped out of the log
+    assert split_line("4924:torch.OutOfMemoryError: CUDA out of memory.").text == "torch.OutOfMemoryError: CUDA out of memory."
+    assert split_line("4917-(RolloutManager pid=6809) started").text == "started"
+    assert split_line("3-shot eval").text == "3-shot eval"
+    # `cat -n`'s gutter (hiyouga/LlamaFactory#7986), the rank's prefix after it still read
+    line = split_line("  1145\t[rank3]: RuntimeError: InnerRun: OPS function error: Conv3D, error code is 500002")
+    assert line.text == "RuntimeError: InnerRun: OPS function error: Conv3D, error code is 500002" and line.source == "rank3"
+    grepped = tmp_path / "grep.log"
+    grepped.write_text("4980:(MegatronTrainRayActor pid=10122) [2026-07-20 17:53:24] data.py:193 - rollout 0: "
+                       "{'rollout/raw_reward': 0.2083, 'rollout/ref_log_probs': -0.0921, 'rollout/kl': 0.0}\n",
+                       encoding="utf-8")
+    assert scan_logs([grepped]).metrics.count("rollout") == 1
     # a number and a colon inside a message, or a time, is not a label
     assert split_line("step 0: {'loss': 1.0}").text == "step 0: {'loss': 1.0}"
     assert split_line("12:30:01 started").text == "12:30:01 started"

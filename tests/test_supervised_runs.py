@@ -33,6 +33,17 @@ def test_a_long_healthy_sft_run_is_healthy(tmp_path, capsys):
     assert {c["name"]: c["required"] for c in gate["evidence"]["checks"]}["reward_signal"] is False
 
 
+def test_a_long_healthy_dpo_run_is_healthy_and_said_to_be_one_on_fixed_pairs(tmp_path, capsys):
+    # TRL's DPOTrainer's pair metrics (ms-swift's `--rlhf_type dpo` logs them alike: a committed ms-swift DPO log of
+    # 30 of 30 steps, zhl-2022/x-algorithm): implicit rewards of fixed pairs, no rollout to read
+    pairs = ("'rewards/chosen': 1.2, 'rewards/rejected': -3.1, 'rewards/accuracies': 1.0, 'rewards/margins': 4.3, "
+             "'logps/chosen': -161.7, 'logps/rejected': -190.2, ")
+    rc, report = _report(tmp_path, capsys, _sft_records(extra=pairs), "swift rlhf --rlhf_type dpo --model Qwen/Qwen3-1.7B")
+    assert rc == 0 and report["root_cause"]["id"] == "healthy"
+    gate = next(s for s in report["path"] if s["probe"] == "health_checks")
+    assert "do not apply: a preference run on fixed pairs (DPO)" in gate["summary"]
+
+
 @pytest.mark.parametrize("extra, cmdline", [
     ("'reward_margin_custom': 0.1, ", None),  # a reward under a name no adapter knows
     ("'rollout_seconds': 3.0, ", None),

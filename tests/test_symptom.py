@@ -675,6 +675,43 @@ def test_few_records_under_a_truncation_wall_leave_the_entropys_cause_open(tmp_p
     assert "policy.entropy_collapse" not in {r["verdict"] for r in report["ruled_out"]}
 
 
+def test_an_entropy_falling_below_the_collapse_bar_in_few_records_points_at_the_collapse(tmp_path):
+    from probes.symptom import _few_records_hints
+    from triage.run import open_run
+
+    rows = [{"loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-6, "reward": 0.2, "reward_std": 0.1,
+             "frac_reward_zero_std": 0.2, "entropy": ent, "epoch": e} for ent, e in ((1.03, 0.01), (0.11, 0.02), (0.0085, 0.03))]
+    (tmp_path / "job.log").write_text(_grpo_records(rows), encoding="utf-8")
+    hints = _few_records_hints(open_run(str(tmp_path)))
+    assert [h["verdict"] for h in hints] == ["policy.entropy_collapse"]
+    assert "fell from 1.03 to 0.0085 within the 3 records logged, below the guide's collapse bar 0.01" in hints[0]["because"]
+    # low from the first record on is not a fall seen: no hint
+    (tmp_path / "job.log").write_text(_grpo_records([dict(r, entropy=0.005) for r in rows]), encoding="utf-8")
+    assert _few_records_hints(open_run(str(tmp_path))) == []
+
+
+def test_a_latest_record_with_no_spread_and_no_gradient_points_at_the_reward(tmp_path, capsys):
+    # bingreeky/MemGen#33: the second record scores 0 in every group and updates nothing
+    rows = [{"loss": -0.2874, "grad_norm": 6.23, "learning_rate": 1.9e-06, "reward": 0.375, "reward_std": 0.52,
+             "frac_reward_zero_std": 0.0, "epoch": 0.01},
+            {"loss": 0.0, "grad_norm": 0.0, "learning_rate": 1.96e-06, "reward": 0.0, "reward_std": 0.0,
+             "frac_reward_zero_std": 1.0, "epoch": 0.02}]
+    _rc, report = _report(tmp_path, _grpo_records(rows), capsys)
+    assert [c["id"] for c in report["candidates"]][:2] == ["reward.no_signal", "reward.broken_fn"]
+    assert "on the latest record logged 100% of the prompt groups had no reward spread" in \
+        report["candidates"][0]["supports"][0]
+
+
+def test_a_reward_functions_caught_failure_on_samples_points_at_the_reward_function(tmp_path, capsys):
+    # verl-project/verl#3150: verl's prime reward manager prints the caught error and scores the sample as nothing
+    text = ("(TaskRunner pid=4411) [Error] Task failed: Can't pickle <function reward_fn at 0x7ed7c556c4c0>: it's not "
+            "the same object as custom_module.reward_fn, completion: <think>\n")
+    rc, report = _report(tmp_path, text, capsys)
+    assert rc == 3 and report["path"][0]["outcome"] == "no_symptom"
+    top = report["candidates"][0]
+    assert top["id"] == "reward.broken_fn" and "the reward function failed on a sample" in top["supports"][0]
+
+
 def test_an_rl_gradient_of_zero_on_every_record_points_at_the_no_update_causes(tmp_path, capsys):
     rows = [{"loss": 0.0, "grad_norm": 0.0, "learning_rate": 1e-6, "reward": 0.5, "reward_std": 0.3,
              "frac_reward_zero_std": 0.4, "completions/mean_length": n, "epoch": e}

@@ -84,6 +84,33 @@ def test_reports_of_two_process_groups_are_never_compared(tmp_path, capsys):
     assert "no two ranks" in step["summary"]
 
 
+def test_a_report_whose_group_line_was_cut_joins_the_one_group_at_its_number_only_to_agree(tmp_path, capsys):
+    # huggingface/open-r1#658: rank 1's follow-up names the default group, rank 2's was not pasted
+    text = _watchdog(2, 49296, "_ALLGATHER_BASE", 192) + _watchdog(1, 49296, "_ALLGATHER_BASE", 192) + \
+        _detected(1, 49296, "0")
+    _rc, report = _triage(tmp_path, capsys, text)
+    step = _step(report, "watchdog_reports")
+    assert step["outcome"] == "consistent" and step["evidence"]["ranks"] == [1, 2]
+    # another collective at that number is not joined to the group: no mismatch is made from a group not printed
+    text = _watchdog(2, 49296, "ALLREDUCE", 8) + _watchdog(1, 49296, "_ALLGATHER_BASE", 192) + _detected(1, 49296, "0")
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "inconclusive"
+    assert _step(report, "watchdog_reports")["outcome"] == "unavailable"
+
+
+def test_ranks_of_one_group_named_in_torch_2_3s_words_waiting_at_different_numbers_disagree(tmp_path, capsys):
+    # huggingface/accelerate#3250: FSDP's state-dict gather on one rank, the other rank past it
+    def older(rank: int, seq: int) -> str:
+        return (f"[rank{rank}]:[E1122 06:40:00.504952916 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank "
+                f"{rank}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL "
+                f"work: {seq + 5}, last completed NCCL work: {seq - 1}.\n")
+    text = (_watchdog(0, 122, "_REDUCE_SCATTER_BASE", 106343680) + older(0, 122)
+            + _watchdog(1, 126, "_ALLGATHER_BASE", 378702080) + older(1, 126))
+    _rc, report = _triage(tmp_path, capsys, text)
+    assert report["root_cause"]["id"] == "dist.collective_mismatch"
+    assert _step(report, "watchdog_reports")["outcome"] == "collective_mismatch"
+
+
 @pytest.mark.parametrize("text", [
     _watchdog(3, 7219, "BROADCAST", 64),  # one rank's report
     _watchdog(3, 7219, "BROADCAST", 64) + _watchdog(3, 7219, "BROADCAST", 24084544),  # one rank twice

@@ -53,8 +53,10 @@ def recognisable(run: Run) -> bool:
         return False
     from triage.formats.ray_scheduling import holds_request
 
-    # Ray's report of a request it cannot schedule: a job stuck at submission (OpenRLHF/OpenRLHF#516)
-    if any(holds_request(text) for text in run.pastes.values()):
+    # Ray's report of a request it cannot schedule: a job stuck at submission (OpenRLHF/OpenRLHF#516); and `ray status`
+    # pasted for a job that seems stuck (rllm-org/rllm#95: every GPU reserved, no demand): the cluster's state is the
+    # job's, read by the scheduling checks
+    if any(holds_request(text) or ("Node status" in text and "Demands:" in text) for text in run.pastes.values()):
         return True
     return run.paste_holds_traceback
 

@@ -215,6 +215,11 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
         for f in walk.findings
     ]
     explanation = verdict.explanation
+    if walk.verdict == HEALTHY:
+        from probes.health_checks import healthy_explanation
+
+        gate = next((f for f in reversed(walk.findings) if f.probe == "health_checks"), None)
+        explanation = (healthy_explanation(gate.evidence) if gate is not None else None) or explanation
     not_checked = _not_checked(walk.findings)
     ruled_out = _ruled_out(graph, walk.findings, walk.verdict)
     candidates: list[Candidate] = []
@@ -225,7 +230,8 @@ def build_report(graph: DecisionGraph, run: Run, walk: Walk, duration_s: float, 
             titles = {vid: v.title for vid, v in graph.catalog.items()}
             candidates = apply_boost(candidates, hints, titles, {r.verdict for r in ruled_out})
         if not_checked:
-            missing = "; ".join(f"{n.probe}: {n.reason}" for n in not_checked)
+            # a check asked at two nodes is one thing the run lacks, said once
+            missing = "; ".join(dict.fromkeys(f"{n.probe}: {n.reason}" for n in not_checked))
             explanation = f"{explanation} Could not check: {missing}."
         else:
             # every check ran: what they saw leaves more than one cause open (a SIGKILL no line explains)

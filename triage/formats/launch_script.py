@@ -46,6 +46,9 @@ _ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|declare\s+(?:-[a-zA-Z]+\s+)*|re
 _ARRAY = re.compile(r"^\((?P<body>.*)\)\s*(?:#.*)?$", re.S)
 _UNKNOWN_ARRAY = re.compile(r"\$\{[A-Za-z_]\w*\[[@*]\]\}")
 _TRAIN_START = re.compile(r"(?:^|[\s/])(?:python[\d.]*|torchrun|deepspeed|accelerate|swift|verl|openrlhf)(?:\s|$)")
+_READ_HEREDOC = re.compile(r"""^\s*read\s+(?:-[A-Za-z]+\s+(?:''\s+|""\s+)?)*(?P<name>[A-Za-z_]\w*)\s*"""
+                           r"""<<-?\s*(?P<quote>['"]?)\w+(?P=quote)\s*$""")
+_MODULE_WORD = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _ARITH_OPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
     ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
@@ -314,12 +317,30 @@ def parse_launch_script(text: str, path: str | Path = "<script>") -> LaunchScrip
     out = LaunchScript(str(p))
     ex = _Expander(out.variables, out.arrays)
     heredoc: str | None = None
+    read_into: tuple[str, bool] | None = None  # (variable, expanded) of a `read … NAME <<TAG` here-document
+    body: list[str] = []
+    read_starts: dict[str, int] = {}  # each here-document variable and the line its `read` is on
     for line_no, stmt in _statements(text, p):
         if heredoc is not None:
             if stmt.strip() == heredoc:
                 heredoc = None
+                if read_into is not None:
+                    name, expand = read_into
+                    value = " ".join(body)
+                    out.variables[name] = (ex.expand(value) if expand else value)[:MAX_VALUE_CHARS]
+                    out.arrays.pop(name, None)
+                read_into, body = None, []
+            elif read_into is not None:
+                body.append(stmt)
             continue
         m_here = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", stmt)
+        m_read = _READ_HEREDOC.match(stmt)
+        if m_read:
+            # the command kept in a variable, as OpenRLHF's example scripts write it (`read -r -d ''
+            # training_commands <<EOF` … `EOF`, then `deepspeed --module $training_commands`); a quoted
+            # delimiter leaves `$` in the body as written, as bash does
+            read_into = (m_read.group("name"), not m_read.group("quote"))
+            read_starts[m_read.group("name")] = line_no
         m = _ASSIGN.match(stmt)
         if m:
             name, plus, rest = m.group("name", "plus", "rest")
@@ -343,6 +364,21 @@ def parse_launch_script(text: str, path: str | Path = "<script>") -> LaunchScrip
             words = _words(expanded, p, line_no)
             if any(w.startswith("-") or ("=" in w and not w.startswith("=")) for w in words):
                 out.command = words
+                out.command_line = line_no
+    if heredoc is not None and read_into is not None and body:
+        # the file ends inside the here-document (a paste cut there): bash reads it to the end of the file
+        name, expand = read_into
+        value = " ".join(body)
+        out.variables[name] = (ex.expand(value) if expand else value)[:MAX_VALUE_CHARS]
+        read_starts[name] = read_starts.get(name, len(text.splitlines()))
+    if out.command is None:
+        # no line runs it (a paste cut before `deepspeed --module $training_commands`): a here-document
+        # variable that holds a module or script and its flags is the command it was kept for
+        for name, line_no in read_starts.items():
+            words = _words(out.variables.get(name, ""), p, line_no)
+            if words and (_MODULE_WORD.fullmatch(words[0]) or words[0].endswith(".py")) and \
+                    any(w.startswith("--") for w in words[1:]):
+                out.command = ["python3", "-m", *words] if not words[0].endswith(".py") else ["python3", *words]
                 out.command_line = line_no
     return out
 

@@ -19,6 +19,10 @@ through `json`.
                 (NVIDIA/Megatron-LM megatron/training/training.py, training_log); ms-swift's Megatron
                 backend prints its GRPO metrics in the same line (`loss: … | kl: … | reward: …`,
                 modelscope/ms-swift#8173): grammar `megatron_swift`
+  nemo_progress `Training epoch 0, iteration 120/149 | lr: 3e-05 | consumed_samples: 121 | global_batch_size: 1 |
+                global_step: 120 | reduced_train_loss: 1.233 | train_step_timing in s: 0.03146 | val_loss: 4.106`
+                (NVIDIA/NeMo nemo/lightning/pytorch/callbacks/progress_printer.py, NeMo 2.0's Megatron strategy;
+                the iteration counts within an epoch, `global_step` across them, which is the step)
   nemo_rl_block a step's metrics printed as a block over several lines (NVIDIA-NeMo/RL nemo_rl/algorithms/grpo.py,
                 grpo_sync.py, ppo.py, sft.py, dpo.py, distillation.py):
                     ========================= Step 3/50 =========================
@@ -65,6 +69,7 @@ class Unparsed(Exception):
 GRAMMAR_FRAMEWORK = {
     "slime_dict": "slime", "verl_console": "verl", "hf_dict": "hf_trainer", "swift_json": "ms_swift",
     "tqdm_postfix": "openrlhf", "megatron_log": "megatron", "megatron_swift": "ms_swift", "nemo_rl_block": "nemo_rl",
+    "nemo_progress": "megatron",
 }
 
 _VERL = re.compile(r"(?:^|[\s\]>)])step:(?P<n>\d+) - (?P<rest>.+)$")
@@ -240,6 +245,18 @@ def _tqdm(msg: str) -> MetricRecord | None:
     return None
 
 
+def _nemo_progress(msg: str) -> MetricRecord | None:
+    m = _MEGATRON.search(msg)
+    if m is None:
+        return None
+    values = _key_values(m.group("rest").split("|"), ": ")
+    if "reduced_train_loss" not in values:
+        return None  # the line ends before it (a terminal's or a paste's cut): the records around it carry the run
+    step = values.get("global_step")
+    index = int(step) if isinstance(step, (int, float)) and step >= 0 else int(m.group("n"))
+    return MetricRecord("nemo_progress", "megatron", index, values)
+
+
 def _megatron(msg: str) -> MetricRecord | None:
     m = _MEGATRON.search(msg)
     if m is None:
@@ -274,6 +291,10 @@ def parse_framework_metric(msg: str) -> MetricRecord | None:
         # `'rewards/…/std': 0.0, … 'reward': 0.0679, 'kl': 0.5806, 'epoch': 0.4}`)
         body = msg.rstrip().rstrip(",")
         rec = _dict_line("{" + body + ("" if body.endswith("}") else "}"))
+        if rec is not None:
+            return rec
+    if "reduced_train_loss" in msg:
+        rec = _nemo_progress(msg)
         if rec is not None:
             return rec
     if "elapsed time per iteration" in msg:  # in every version's line; `consumed samples:` came later

@@ -189,7 +189,8 @@ def _items(parts: Iterable[str]) -> tuple[dict[str, float], int]:
         if value is None:
             missed += 1
             continue
-        record[it.group("k").lower().replace(" ", "_")] = value
+        # (an abbreviation's dot before a space is dropped: prime-rl's `Grad. Norm: 0.0000`, PrimeIntellect-ai/prime-rl#1117)
+        record[re.sub(r"\.(?= )", "", it.group("k")).lower().replace(" ", "_")] = value
     return record, missed
 
 

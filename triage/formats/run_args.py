@@ -135,6 +135,9 @@ def _split(text: str) -> list[str]:
     return [w for w in words if w != "\\"]  # (a continuation left at the end of a pasted command)
 
 
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
 def _after_program(tokens: list[str]) -> list[str]:
     """The tokens after the script (or module) that a python / launcher invocation runs."""
     start = None
@@ -155,10 +158,19 @@ def _after_program(tokens: list[str]) -> list[str]:
         # `script.py --a 1` or bare flags
         return tokens[first_flag:]
     j = start
+    module = False
     while j < len(tokens):
         tok = tokens[j]
-        if tok == "-m" and j + 1 < len(tokens):
+        if tok in ("-m", "--module") and j + 1 < len(tokens) and not tokens[j + 1].startswith("-"):
             return tokens[j + 2:]
+        if tok in ("-m", "--module"):
+            # a launcher's switch that its script is a module (deepspeed/launcher/runner.py `--module`, torchrun's
+            # `-m`), with launcher options after it: the first dotted name after them is the module
+            module = True
+            j += 1
+            continue
+        if module and _MODULE.fullmatch(tok):
+            return tokens[j + 1:]
         if tok.endswith(".py"):
             return tokens[j + 1:]
         if tok.startswith("-"):  # interpreter / launcher options such as -u, --nproc-per-node 8

@@ -279,6 +279,11 @@ _SPILLED: tuple[tuple[bytes, int], ...] = (
     # NeMo-RL's step blocks (triage.formats.metric_lines, `nemo_rl_block`): the step header, the line over a step's
     # results, and an item (`  • Loss: 0.0368`, U+2022 in UTF-8)
     (b"= Step ", _NEMO_MARK), (NEMO_RESULTS.encode(), _NEMO_MARK), ("\u2022 ".encode(), _NEMO_MARK),
+    # NeMo 2.0's progress line (triage.formats.metric_lines, `nemo_progress`)
+    (b"reduced_train_loss", _FW_MARK),
+    # verl's actor and critic skipping a step whose gradient is not finite (verl/workers/actor/dp_actor.py:
+    # `WARN: rank 0 grad_norm is not finite: inf`, then zero_grad; EvolvingLMMs-Lab/multimodal-search-r1#19)
+    (b"is not finite", _OTHER_MARK),
 )
 _SPILLED_MARKERS: tuple[bytes, ...] = tuple(marker for marker, _ in _SPILLED)
 _MARKERS: tuple[tuple[bytes, int], ...] = (
@@ -374,7 +379,10 @@ _COMPOSE_PREFIX = re.compile(r"[a-z0-9][\w.-]*(?:[-_]\d+\s+|\s{2,})\| ")
 # Launchers that label each line with the task that printed it: Slurm's `srun --label` ("Prepend
 # task number to lines of stdout/err": `0: `, right-aligned when there are ten tasks or more;
 # sgl-project/sglang#4096) and Open MPI's `mpirun --tag-output` (`[1,0]<stdout>:`).
-_TASK_LABEL = re.compile(r" {0,5}\d{1,6}: (?=\S| {2})|\[\d+,\d+\]<std(?:out|err|diag)>: ?")
+# (`mpirun --timestamp-output` puts a ctime-style date before the tag, with no space: `Tue May 20 21:16:06
+# 2025[1,0]<stdout>:RuntimeError: …`, verl-project/verl#1657)
+_TASK_LABEL = re.compile(r" {0,5}\d{1,6}: (?=\S| {2})"
+                         r"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+,\d+\]<std(?:out|err|diag)>: ?")
 # pdsh's `<host>: ` before each line of a remote command (DeepSpeed's multi-node launcher runs the ranks
 # through it: StarsfieldAI/R1-V#44's `29.127.65.230: [rank0]: AttributeError: …`): an address, or a host name
 # when a rank's prefix follows, or a traceback's line (a header, a frame, its code, an exception) follows a host name of
@@ -382,7 +390,17 @@ _TASK_LABEL = re.compile(r" {0,5}\d{1,6}: (?=\S| {2})|\[\d+,\d+\]<std(?:out|err|
 # "…/distributed_c10d.py", line 3665, in barrier`)
 _PDSH_PREFIX = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}: (?=\S)|[A-Za-z][\w.-]*: (?=\[(?:default)?rank\d+\]:)"
                           r"|[A-Za-z][\w.]*-[\w.-]*\d: (?=Traceback \(most recent call last\):|\s+File \"|\s{3}"
-                          r"|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): )")
+                          r"|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): )"
+                          # a log collector's `[<service>]: ` tag before a Ray / vLLM worker's prefix or a logger's level
+                          # (akash-network/awesome-akash#543: `[vllm]: (VllmWorkerProcess pid=91) ERROR 07-28 …`); a
+                          # rank's own `[rank3]: ` is read as the rank
+                          r"|\[(?!(?:default)?rank\d|default\d)[A-Za-z][\w.-]*\]: "
+                          r"(?=\([A-Za-z_][\w.-]* pid=\d+|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) )")
+# `grep -n`'s line number before a matched line (`4918:(RolloutManager pid=6809) [2026-07-20 …] … perf 0: {…}`) and
+# `grep -n -C`'s before a context line (`4917-(…`): users paste a grep of the log for its records and errors (a
+# slime run's notes, sweep 54); a time (`12:30:01`) or an address is not one
+# `cat -n`'s right-aligned number and tab (hiyouga/LlamaFactory#7986: `  1145\t[rank3]: RuntimeError: …`)
+_GREP_LINE_NO = re.compile(r"\d{1,9}(?::(?=[(\[A-Za-z_])|-(?=[(\[]))| {0,8}\d{1,9}\t")
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 # (torch elastic's `--log-line-prefix-template` default, `[${role_name}${local_rank}]:`, may stand before it:
@@ -504,6 +522,10 @@ _PYTHON_CMD = re.compile(
     r"(?:^|(?<=[\s;&|(`'\"=]))(?P<cmd>(?:[^\s;&|(`'\"=]*/)?python[\d.]*\s+(?:-[A-Za-z]\s+)*"
     r"(?:-m\s+(?P<module>[\w.]+)|(?P<script>[^\s;&|]+\.py))\b.*)"
 )
+# a Hydra override as verl's and other Hydra entry points take their arguments (`python3 -m
+# verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_batch_size=128 …`, echoed by
+# bash's `set -x` as `+ python3 …`): a dotted key, so a `python3 x.py a=1` is not taken for one
+_HYDRA_OVERRIDE = re.compile(r"\s[+~]{0,2}[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+=")
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s.*)?)?\s*$")
 # Python prints an exception with an empty message as its name alone (`AssertionError`,
 # `KeyboardInterrupt`, `StopIteration`): a bare name counts only when it is named like one, as
@@ -545,7 +567,7 @@ _PROGRESS = re.compile(r"\b(?P<what>Start|Finish) rollout (?P<i>\d+)/(?P<n>\d+)"
 _TRAIN_PROGRESS = re.compile(r"\bActor training (?:completed )?step \d+/\d+")
 _NAN_SKIP = re.compile(
     r"\b(?:found|detected|got|result)\s+(?:nan|inf)\b|\b(?:nan|inf)\b.{0,40}\b(?:grad|loss)|"
-    r"\b(?:loss|grad\w*)\s+(?:is|was|are)\s+(?:nan|inf)\b|"
+    r"\b(?:loss|grad\w*)\s+(?:is|was|are)\s+(?:nan|inf)\b|\bgrad\w*\s+is\s+not\s+finite\b|"
     r"\bskip(?:ping|ped)?\s+(?:this\s+|the\s+)?(?:optimizer\s+)?(?:step|iteration|update)",
     re.I,
 )
@@ -852,6 +874,9 @@ def strip_carrier(text: str) -> str:
     log collector's `[<ISO time>] <pod> >> ` (THUDM/slime#1177), a CI runner's `[<ISO time with zone>] `, a log
     viewer's `【<time>】` (alibaba/ChatLearn#179), and pdsh's `<host>: ` (DeepSpeed's multi-node launcher)."""
     first = text[:1]
+    if (first.isdigit() or first == " " and "\t" in text[:18]) and (m := _GREP_LINE_NO.match(text)) is not None:
+        text = text[m.end():]
+        first = text[:1]
     if first == "w" and text.startswith("wandb: ERROR") and text[12:13] in ("", " ", "\r", "\n"):
         text = text[13:]
         first = text[:1]
@@ -909,7 +934,8 @@ def strip_carrier(text: str) -> str:
         m = _COMPOSE_PREFIX.match(text)
         if m:
             text = text[m.end():]
-    if (first.isdigit() or first == " " or first == "[") and ": " in text[:32]:
+    if ((first.isdigit() or first == " " or first == "[") and ": " in text[:32]) or \
+            (first.isupper() and text[24:25] == "[" and "]<std" in text[24:48]):
         m = _TASK_LABEL.match(text)
         if m:
             text = text[m.end():]
@@ -1886,7 +1912,7 @@ class _FileScan:
             return False
         cmd = m.group("cmd").strip()
         continued = cmd.endswith("\\")
-        if " --" not in cmd and not continued:
+        if " --" not in cmd and not continued and _HYDRA_OVERRIDE.search(cmd) is None:
             return False
         if m.group("module"):
             program = m.group("module").rsplit(".", 1)[-1]
@@ -1968,7 +1994,7 @@ def _notable_tag(msg: str) -> str | None:
             return "ckpt_loaded"
         if any(s in msg for s in _CKPT_SAVED):
             return "ckpt_saved"
-    if ("NaN" in msg or "kipp" in msg or "Inf" in msg or "nan" in msg) and _NAN_SKIP.search(msg):
+    if ("NaN" in msg or "kipp" in msg or "Inf" in msg or "nan" in msg or "finite" in msg) and _NAN_SKIP.search(msg):
         return "nan_skip"
     if "rollout" in msg and _PROGRESS.search(msg):
         return "rollout_progress"

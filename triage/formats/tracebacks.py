@@ -127,7 +127,11 @@ _TEST_RUNNER_LINE = re.compile(r"[.EFsx]{1,80}|[=_~-]{8,}.*")
 # Benchmark's 2624217.out) and a shell's errors (`cat: '': No such file or directory`, `/var/spool/slurmd/job2339785/
 # slurm_script: line 374: python: command not found`, under a job script's helper's ModuleNotFoundError there)
 _OTHER_PROGRAM_LINE = re.compile(r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d|[\w./-]+: line \d+: "
-                                 r"|[\w.-]+: .*(?:No such file or directory|command not found|Permission denied)$")
+                                 r"|[\w.-]+: .*(?:No such file or directory|command not found|Permission denied)$"
+                                 # ... nor the header of another thread's traceback (CPython Lib/threading.py's excepthook:
+                                 # `Exception in thread Thread-9 (runner):`, under rllm's `Exception: Trajectory 34 cannot
+                                 # complete. Please check the log message`, rllm-org/rllm#176)
+                                 r"|Exception in thread \S.*:$")
 LOOSE_REACH = 8  # lines from a loose exception line to the cause line that ties it to a chain
 _CAUSE = "The above exception was the direct cause of the following exception:"
 _CONTEXT = "During handling of the above exception, another exception occurred:"
@@ -153,12 +157,14 @@ FAULT_REACH = 20  # lines between the fatal error and the stack faulthandler pri
 # progress bar `| 37/1250 [05:12<2:50:51,  8.45s/it]` (its unit tells it from a datasets `Map` bar)
 # a step or rollout record: slime's `step 3: {…}`, verl's `step:3 - …` (a message's `step 0 - extract action failed`,
 # a space and a dash, is not one: yuzhaouoe/GUI-Cursor-Moving:verl_demo.log), or a progress bar's count
-_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: (?=\d{1,18}:\s*\{)|:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*(?:s/it|it/s)\]", re.M)
+_RECORD = re.compile(rb"(?:^|[\s\]\)|>-])(step|rollout)(?: (?=\d{1,18}:\s*\{)|:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]\n]*?(?:s/it|it/s)(?:, [^\]\n]*)?\]", re.M)
 # a progress bar whose description names other work than training steps counts no step: loading checkpoint shards or
 # weights (`Loading weights: 100%|…| 760/760`, Sustella/qwen_sapiens's W&B output.log), building or mapping a data
-# set (`| 0/1000000`, YuanWind/transformers_wind's pretrain.log), evaluating or generating
+# set (`| 0/1000000`, YuanWind/transformers_wind's pretrain.log), evaluating or generating, or the micro-batches of one
+# step (`forward: 100%|…| 32/32` under OpenRLHF's `Steps [Episode 1]: … 16/150`, TideDra/lmm-r1#84; OpenRLHF's
+# `make_experience` bar)
 _OTHER_WORK_BAR = re.compile(r"(?i)(?:load|download|fetch|map|filter|tokeni[sz]|convert|sav(?:e|ing)|build|prepar|"
-                             r"process|generat|shard|eval|test|infer|predict|valid)")
+                             r"process|generat|shard|eval|test|infer|predict|valid|forward|backward|experience)")
 
 
 def _bar_counts_steps(prefix: str) -> bool:
@@ -171,7 +177,7 @@ def _bar_counts_steps(prefix: str) -> bool:
     return _OTHER_WORK_BAR.search(frame[:at]) is None
 
 
-_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: (?=\d{1,18}:\s*\{)|:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]]*(?:s/it|it/s)\]")
+_RECORD_STR = re.compile(r"(?:^|[\s\]\)|>-])(step|rollout)(?: (?=\d{1,18}:\s*\{)|:)(\d{1,18})(?::\s*\{| - )|\|\s*()(\d{1,18})/\d+ \[[^\]]*?(?:s/it|it/s)(?:, [^\]]*)?\]")
 
 _RANK_MENTION = re.compile(r"\[Rank (\d+)\]")
 # an actor's line that names its rank: the prefix at the line's start, the first `[Rank N]` on the line after it.
@@ -992,8 +998,9 @@ def cut_traceback(reader: TracebackReader, went_on: float, paths: set[str] | Non
 def last_step_in(data: bytes, start: int = 0, end: int | None = None) -> tuple[int, bool] | None:
     """The last training step data[start:end] names (a `step N:` record, or the count of a progress bar that counts
     steps), and whether a bar's count gave it."""
-    return _last_record(data, start, len(data) if end is None else end, (b"step ", b"step:", b"s/it]", b"it/s]"),
-                        b"rollout")
+    # (a bar with tqdm's postfix after its rate: OpenRLHF's `| 16/150 [3:38:05<30:26:30, 817.84s/it, policy_loss=…]`)
+    return _last_record(data, start, len(data) if end is None else end,
+                        (b"step ", b"step:", b"s/it]", b"it/s]", b"s/it, ", b"it/s, "), b"rollout")
 
 
 def _last_record(data: bytes, start: int, end: int, needles: tuple[bytes, ...], other: bytes) -> tuple[int, bool] | None:

@@ -89,10 +89,13 @@ class Framework:
                 out[canonical] = tuple(cell["keys"])
         return out
 
-    def arg_names(self) -> dict[str, tuple[str, ...]]:
-        """canonical argument -> this framework's names for it (dotted for Hydra / YAML keys)."""
+    def arg_names(self, remedy: bool = False) -> dict[str, tuple[str, ...]]:
+        """canonical argument -> this framework's names for it (dotted for Hydra / YAML keys); with
+        `remedy`, the rows kept for naming a remedy's flags only (`remedy_only`) as well."""
         out: dict[str, tuple[str, ...]] = {}
         for canonical, row in arg_vocabulary().items():
+            if not remedy and canonical in remedy_only_args():
+                continue
             cell = row.get(self.name)
             if cell:
                 out[canonical] = tuple(cell["names"])
@@ -103,9 +106,9 @@ class Framework:
         command-line flags (`--lr`) beside other frameworks' own keys (`num_generations`): a slime flag becomes
         this framework's names where args.yaml maps it, and another framework's key that this one does not
         take is dropped. Returns (flags, [(slime flag, own names)], [slime flags with no name here])."""
-        own = self.arg_names()
+        own = self.arg_names(remedy=True)
         vocabulary = arg_vocabulary()
-        canonical = canonical_arg_names()
+        canonical = canonical_arg_names(remedy=True)
         out: list[str] = []
         told: list[tuple[str, tuple[str, ...]]] = []
         unnamed: list[str] = []
@@ -139,7 +142,7 @@ def _load_table(name: str, list_key: str) -> dict[str, dict[str, dict]]:
             raise PlaybookError(f"{path}: {canonical}: expected a mapping of framework -> cell")
         cells: dict[str, dict] = {}
         for fw, cell in row.items():
-            if fw == "note":
+            if fw in ("note", "remedy_only"):
                 continue
             if not isinstance(cell, dict) or not isinstance(cell.get(list_key), list) or not cell.get("source"):
                 raise PlaybookError(f"{path}: {canonical}.{fw}: expected {{{list_key}: [...], source: ...}}")
@@ -216,10 +219,21 @@ def error_wordings() -> list[tuple[str, ErrorWording]]:
     return [(fw.name, w) for fw in registry().values() for w in fw.error_wordings]
 
 
-def canonical_arg_names() -> dict[str, str]:
-    """Every framework's argument name (normalised: dots kept, dashes as underscores) -> canonical name."""
+@lru_cache(maxsize=1)
+def remedy_only_args() -> frozenset[str]:
+    """args.yaml's rows marked `remedy_only: true`: names a remedy may tell a run, never added to its
+    arguments (a slime rule reading them would misread a framework where they mean something else)."""
+    raw = yaml.safe_load((HERE / "args.yaml").read_text(encoding="utf-8"))
+    return frozenset(str(k) for k, row in raw.items() if isinstance(row, dict) and row.get("remedy_only") is True)
+
+
+def canonical_arg_names(remedy: bool = False) -> dict[str, str]:
+    """Every framework's argument name (normalised: dots kept, dashes as underscores) -> canonical name;
+    with `remedy`, the remedy-only rows' names as well."""
     out: dict[str, str] = {}
     for canonical, row in arg_vocabulary().items():
+        if not remedy and canonical in remedy_only_args():
+            continue
         for cell in row.values():
             for name in cell["names"]:
                 out.setdefault(name.replace("-", "_"), canonical)

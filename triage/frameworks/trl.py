@@ -32,7 +32,16 @@ FRAMEWORK = Framework(
                  "OnlineDPOConfig(",
                  # the Trainer's own banners (transformers/trainer.py `***** Running training *****`; log_metrics'
                  # `***** train metrics *****` over its `key = value` lines: hiyouga/LlamaFactory#4278 pasted only that)
-                 "***** Running training *****", "***** train metrics *****", "***** eval metrics *****"),
+                 "***** Running training *****", "***** train metrics *****", "***** eval metrics *****",
+                 # unsloth, which patches the HF Trainer and TRL, at import and at training's start
+                 # (unslothai/unsloth unsloth/__init__.py, unsloth_zoo/__init__.py, unsloth/models/_utils.py;
+                 # unslothai/unsloth#2033 pasted only its start)
+                 # (its messages all open with `Unsloth: `: unslothai/unsloth#8701's `Unsloth: Warning - regex did not
+                 # match, VLLMGeneration.generate patch may have failed`)
+                 "Unsloth: ", "Unsloth Zoo will now patch", "==((====))==  Unsloth",
+                 # open-r1's recipes, TRL trainers under its own scripts (huggingface/open-r1 src/open_r1/grpo.py, sft.py;
+                 # huggingface/open-r1#672 gave only `accelerate launch … src/open_r1/grpo.py`)
+                 "open_r1/grpo.py", "open_r1/sft.py", "open_r1.grpo", "open_r1.sft"),
     metric_grammars=("hf_dict",),
     arg_sources=("python_config", "command_line", "yaml_config", "launch_script"),
     error_wordings=(

@@ -24,6 +24,9 @@ FRAMEWORK = Framework(
         "(main_task pid=", "verl/third_party/", "AgentLoopWorker", "algorithm.adv_estimator", "Training Progress:",
         # its colocated worker class and the fully-async recipe's actors (verl/single_controller/ray/base.py)
         "create_colocated_worker_cls", "FullyAsyncRollouter", "FullyAsyncTrainer",
+        # its actor's and critic's skip of a step whose gradient is not finite (verl/workers/actor/dp_actor.py:
+        # `WARN: rank 0 grad_norm is not finite: inf`; EvolvingLMMs-Lab/multimodal-search-r1#19 pasted only those)
+        "grad_norm is not finite: ",
         # its environment report (scripts/diagnose.py: `----------verl Info-----------`), its vLLM server actor
         # (verl/workers/rollout/vllm_rollout/vllm_async_server.py), its model code and checkpoint merger
         # (verl-project/verl#7416, #6608, #6549, #4370)
