@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from triage.errors import BadInput, CorruptArtifact, TriageError, Unavailable
-from triage.finding import Observation
+from triage.finding import UNJUDGED_OUTCOMES, Observation
 from triage.formats import ray_scheduling
 from triage.probe import Cost, Probe
 from triage.run.run import NEEDS_HELP
@@ -254,6 +254,14 @@ def trained_past_start(run: Run) -> str | None:
         if step is not None and step[0] >= 2:
             return f"{'a progress bar at' if step[1] else ''} step {step[0]} in {Path(path).name}".strip()
     return None
+
+def _no_stop_in_log(run: Run) -> bool:
+    """The run's log names no error the job stopped on (the error-signature scan finds none, not even an unlisted one)."""
+    from probes.error_signatures import scan
+
+    result = scan(run.log)
+    return result.decisive() is None and not result.fatal_lines
+
 
 class ConfigRule(Probe):
     """One configuration rule from the guides, with the arithmetic behind the answer."""
@@ -504,6 +512,23 @@ class ConfigRule(Probe):
         if found.outcome != "violated":
             return found
         past = trained_past_start(run)
+        if past is None and "actor.ppo_mini_batch_size" in found.evidence and run.artifacts.logs \
+                and not run.log.tracebacks and _no_stop_in_log(run):
+            # verl's mini-batch check came with its `_validate_config` (2025): the many copies older than it (TinyZero,
+            # PRIME, code-r1) train with such arguments. A job log that holds no refusal and no error at all shows a
+            # copy that did not make it or a start the log does not reach - no finding of the run
+            # (PRIME-RL/PRIME#16's `+ python3 -m verl.trainer.main_ppo … data.train_batch_size=32 …
+            # ppo_mini_batch_size=64`); slime's own assertion is in every slime, and stands
+            return self._obs(
+                "not_applicable",
+                f"The arguments as read break verl's start-up check ({found.summary.rstrip('.')}), but the log holds "
+                "no refusal of them, nor any error: verl stops on this check at start in the releases that make it, "
+                "and copies older than it train with them.",
+                0.5, **{k: v for k, v in found.evidence.items() if k != "rule"}, log_shows_no_refusal=True,
+                **{UNJUDGED_OUTCOMES: ["violated"]},
+                suggests=[{"verdict": "config.batch_size_mismatch",
+                           "because": f"{found.summary.rstrip('.')}, which a verl that makes the check refuses at "
+                                      "start (the log holds no refusal)"}])
         if past is None:
             return found
         return self._obs(

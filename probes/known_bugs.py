@@ -31,6 +31,10 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     verdicts: tuple[str, ...] = ()  # the verdicts this node asks about; empty: any
+    # only entries that name an incompatible pair (`with`): where nothing of the run was seen to go wrong, a release
+    # that broke a behaviour is no finding, a pair that does not work together is (verl-project/verl#2031 pasted only
+    # verl's environment report, and vLLM 0.8.3's broken GRPO rollouts in unsloth had been its verdict)
+    pairs_only: bool = False
     # The index in use, as a digest: part of the findings-cache key, so adding an entry
     # (or a --known-bugs file) reruns the probe on an unchanged run.
     index_digest: str = Field(default_factory=index_digest)
@@ -67,7 +71,8 @@ class KnownBugs(Probe):
         except TriageError:
             model = None
         matches = index.match(versions, model)
-        wanted = [m for m in matches if not params.verdicts or m.bug.verdict in params.verdicts]
+        wanted = [m for m in matches if (not params.verdicts or m.bug.verdict in params.verdicts)
+                  and (not params.pairs_only or m.bug.with_)]
         others = [m for m in matches if m not in wanted]
         evidence: dict[str, Any] = {
             "versions": versions.as_dict(),
@@ -84,7 +89,8 @@ class KnownBugs(Probe):
         if others:
             evidence["other_matches"] = [m.evidence() for m in others]
         if not wanted:
-            scope = f" pointing at {', '.join(params.verdicts)}" if params.verdicts else ""
+            scope = (f" pointing at {', '.join(params.verdicts)}" if params.verdicts else "") + \
+                (" that name an incompatible pair" if params.pairs_only else "")
             extra = f" ({len(others)} other entr{'y' if len(others) == 1 else 'ies'} match)" if others else ""
             return self.observe(
                 "no_match",

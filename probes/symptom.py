@@ -127,17 +127,9 @@ def _few_records_hints(run: Run) -> list[dict[str, str]]:
                        f"({g.source}): nothing was updated on those steps, too few of them to ask why")
             return [{"verdict": vid, "because": because}
                     for vid in ("reward.no_signal", "algo.degenerate_groups", "reward.broken_fn")]
-    e = run.metrics.get("entropy")
-    bar = threshold("drift.entropy_min")
-    if e is not None:
-        v = e.values[np.isfinite(e.values)]
-        if v.size >= 2 and float(v[-1]) < bar <= float(v[0]):
-            # an entropy that fell below the guide's collapse bar within the records logged (JuncyLu/trl_DAPO:
-            # 1.03, 0.11, 0.0085 over three records, clipped completions rising to 99%)
-            return [{"verdict": "policy.entropy_collapse",
-                     "because": (f"{e.source} fell from {float(v[0]):.3g} to {float(v[-1]):.3g} within the {v.size} "
-                                 f"records logged, below the guide's collapse bar {bar:g}: too few records to call "
-                                 "the trend")}]
+    fell = _entropy_fell_below_bar(run)
+    if fell is not None:
+        return [fell]
     if g is not None and rl_run(run):
         from probes.reward_signal import zero_std_fraction
 
@@ -192,6 +184,21 @@ def _entropy_below_bar_throughout(run: Run) -> str | None:
     where = f" from {e.step_word} {start} on" if start is not None and e.step_word != "record" else ""
     return (f"the entropy is below the guide's collapse bar {bar:g} on every one of the {v.size} records logged"
             f"{where} ({e.source}, at most {float(np.max(v)):.3g}): whether it fell there is not in these records")
+
+
+def _entropy_fell_below_bar(run: Run) -> dict[str, str] | None:
+    """An entropy that fell below the guide's collapse bar within the few records logged, as a candidate's hint
+    (JuncyLu/trl_DAPO: 1.03, 0.11, 0.0085 over three records, clipped completions rising to 99%)."""
+    e = run.metrics.get("entropy")
+    bar = threshold("drift.entropy_min")
+    if e is None:
+        return None
+    v = e.values[np.isfinite(e.values)]
+    if v.size < 2 or not float(v[-1]) < bar <= float(v[0]):
+        return None
+    return {"verdict": "policy.entropy_collapse",
+            "because": (f"{e.source} fell from {float(v[0]):.3g} to {float(v[-1]):.3g} within the {v.size} records "
+                        f"logged, below the guide's collapse bar {bar:g}: too few records to call the trend")}
 
 
 def _no_spread_on_every_record(run: Run) -> str | None:
@@ -346,6 +353,11 @@ class Symptom(Probe):
                 # with no symptom, their causes are the candidates; beside a symptom found, that symptom's causes
                 # lead and theirs are only not ruled out
                 evidence[UNSEEN_OUTCOMES if not order else UNJUDGED_OUTCOMES] = unseen
+            if order and (fell := _entropy_fell_below_bar(run)) is not None:
+                # beside the symptom found, an entropy that fell under the collapse bar names its cause among the
+                # candidates (a collapse into repetition runs its responses into the length limit: three reports of
+                # JuncyLu/trl_DAPO's run had the truncation's causes alone)
+                evidence["suggests"] = [fell]
         if not order:
             what = [k.replace("_", " ") for k, v in evidence["inputs"].items() if v]
             listed = " and ".join([", ".join(what[:-1]), what[-1]] if len(what) > 1 else what)

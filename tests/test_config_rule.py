@@ -617,6 +617,21 @@ def test_verls_mini_batch_must_fit_in_a_steps_prompts(tmp_path, dynamic, outcome
         assert obs.evidence["arithmetic"] == ("data.train_batch_size 176 < actor_rollout_ref.actor.ppo_mini_batch_size 440")
 
 
+def test_a_start_up_check_broken_in_a_log_that_shows_no_refusal_is_no_finding(tmp_path):
+    # PRIME-RL/PRIME#16: only bash's echo of the command, no error after it (a verl older than the check); with the
+    # framework's own refusal in the log the rule stands
+    cmd = ("+ python3 -m verl.trainer.main_ppo data.train_batch_size=32 actor_rollout_ref.actor.ppo_mini_batch_size=64 "
+           "actor_rollout_ref.rollout.n=4\n")
+    (tmp_path / "quiet").mkdir()
+    (tmp_path / "quiet" / "job.log").write_text("+ export NCCL_DEBUG=WARN\n" + cmd, encoding="utf-8")
+    obs = rule("global_batch", open_run(str(tmp_path / "quiet")))
+    assert obs.outcome == "not_applicable" and obs.evidence["log_shows_no_refusal"] is True
+    (tmp_path / "refused").mkdir()
+    (tmp_path / "refused" / "job.log").write_text(
+        cmd + "AssertionError: train_batch_size (32) must be >= actor.ppo_mini_batch_size (64)\n", encoding="utf-8")
+    assert rule("global_batch", open_run(str(tmp_path / "refused"))).outcome == "violated"
+
+
 def test_a_ray_status_without_a_gpu_row_is_a_cluster_without_gpus(tmp_path, capsys):
     # real-stanford/scalingup#6: `ray status` lists the resources the cluster has; a GPU actor pending on a
     # cluster whose Usage: block has only CPU and memory rows can never be placed

@@ -629,6 +629,8 @@ FIELD_CASES = [
      "'LinearWithGradAccumulationAndAsyncCommunication'\n"),
     # torch's own module, no frames pasted (lsdefine/simple_GRPO#5)
     ("version_mismatch", "RuntimeError: HIP error: invalid device function\n"),  # hipErrorInvalidDeviceFunction; verl#3163
+    ("version_mismatch", "ValueError: Unregistered model type: qwen3_5_moe, now only support dict_keys(['deepseek_v3', "
+     "'llama', 'qwen2', 'qwen3_vl_moe'])\n"),  # mbridge's registry; verl-project/verl#6627
     ("version_mismatch", "RuntimeError: Failed to import swift.tuners.base because of the following error (look up to see "
      "its traceback): No module named 'transformers.models.gemma'\n"),  # a lazy importer's wrapper; ms-swift#790
     ("version_mismatch", "AttributeError: module 'torch.utils._pytree' has no attribute 'register_pytree_node'. "

@@ -267,3 +267,14 @@ def test_a_pasted_package_list_alone_reaches_the_known_pair(tmp_path):
     assert report.root_cause.id == "deps.version_mismatch"
     step = next(s for s in report.path if s.probe == "known_bugs")
     assert step.evidence["matches"][0]["id"] == "trl-vllm-3115"
+
+
+def test_a_package_list_alone_is_no_finding_where_its_entry_names_no_pair(tmp_path):
+    # verl-project/verl#2031 pasted only verl's environment report: vLLM 0.8.3 broke GRPO rollouts in unsloth
+    # (unslothai/unsloth#2298), a behaviour nothing of this run shows, so with no symptom it is no verdict
+    (tmp_path / "job.log").write_text("vllm==0.8.3\nray==2.46.0\ntorch==2.6.0\n", encoding="utf-8")
+    report = triage_run(open_run(str(tmp_path)), executor=LocalExecutor())
+    assert report.root_cause.id == "inconclusive"
+    step = next(s for s in report.path if s.probe == "known_bugs")
+    assert step.outcome == "no_match" and "that name an incompatible pair" in step.summary
+    assert step.evidence["other_matches"][0]["id"] == "vllm-unsloth-2298"

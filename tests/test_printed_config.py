@@ -103,9 +103,20 @@ def test_a_start_up_check_the_run_trained_past_is_no_finding(tmp_path):
     assert "64 < actor_rollout_ref.actor.ppo_mini_batch_size 256" in obs.summary
 
 
-def test_a_start_up_check_broken_before_any_step_is_still_violated(tmp_path):
+def test_a_start_up_check_broken_before_any_step_is_a_candidate_until_the_log_shows_the_refusal(tmp_path):
+    # verl's config dump alone, no step and no error: a verl that makes the check would have refused it right after,
+    # a copy older than the check (PRIME-RL/PRIME#16) trains with it; the log shows neither, so it is a candidate
     log = tmp_path / "grpo.log"
     log.write_text(_verl_dump(), encoding="utf-8")
     obs = _global_batch(open_run(str(tmp_path)))
-    assert obs.outcome == "violated"
+    assert obs.outcome == "not_applicable" and obs.evidence["log_shows_no_refusal"] is True
     assert obs.evidence["arithmetic"] == "data.train_batch_size 64 < actor_rollout_ref.actor.ppo_mini_batch_size 256"
+    assert obs.evidence["suggests"][0]["verdict"] == "config.batch_size_mismatch"
+    from triage.api import triage
+
+    report = triage(str(tmp_path))
+    assert report.root_cause.id == "inconclusive" and report.candidates[0].id == "config.batch_size_mismatch"
+    # with verl's refusal after it, the rule is violated
+    log.write_text(_verl_dump() + "AssertionError: train_batch_size (64) must be >= actor.ppo_mini_batch_size (256)\n",
+                   encoding="utf-8")
+    assert _global_batch(open_run(str(tmp_path))).outcome == "violated"

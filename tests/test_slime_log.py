@@ -578,6 +578,9 @@ def test_a_launchers_task_label_is_stripped(tmp_path):
     assert split_line("4924:torch.OutOfMemoryError: CUDA out of memory.").text == "torch.OutOfMemoryError: CUDA out of memory."
     assert split_line("4917-(RolloutManager pid=6809) started").text == "started"
     assert split_line("3-shot eval").text == "3-shot eval"
+    # a worker prefix with its rank after a comma (THUDM/slime#1491's `(head, rank=0, pid=40184)`)
+    line = split_line("(head, rank=0, pid=40184) ModuleNotFoundError: No module named 'slime.x'")
+    assert line.text == "ModuleNotFoundError: No module named 'slime.x'" and line.source == "head, rank=0, pid=40184"
     # `cat -n`'s gutter (hiyouga/LlamaFactory#7986), the rank's prefix after it still read
     line = split_line("  1145\t[rank3]: RuntimeError: InnerRun: OPS function error: Conv3D, error code is 500002")
     assert line.text == "RuntimeError: InnerRun: OPS function error: Conv3D, error code is 500002" and line.source == "rank3"

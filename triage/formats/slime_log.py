@@ -346,8 +346,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _BARE_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3})*m")
 # (an actor's name may hold one pair of parentheses of its own: ROLL's `(ActorWorker(actor_train-1) pid=18175, ip=…)`,
 # alibaba/ROLL#193; vLLM's multiprocessing workers put their rank before the pid, `(VllmWorker rank=7 pid=240)`:
-# vllm/v1/executor/multiproc_executor.py, vllm-project/vllm#18446)
-_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
+# vllm/v1/executor/multiproc_executor.py, vllm-project/vllm#18446), or after a comma: `(head, rank=0, pid=40184)`,
+# THUDM/slime#1491)
+_SRC = r"\((?P<src>[A-Za-z_][\w.-]*(?:\([\w.-]*\))?(?:,? rank=\d+)?(?:,? pid=\d+)?(?:, ip=[^)\s]+)?|pid=\d+(?:, ip=[^)\s]+)?)\) ?"
 _TS = r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?P<ms>[.,]\d{1,6})?"
 _SLIME_HEAD = r"\[" + _TS + r"(?P<tag>[^\]]*)\] [^\s:\]]+:\d+ - "
 _RAY_PREFIX = re.compile(_SRC)
