@@ -399,7 +399,7 @@ _PDSH_PREFIX = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}: (?=\S)|[A-Za-z][\w.-]*: (?=
                           r"(?=\([A-Za-z_][\w.-]* pid=\d+|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) )")
 # `grep -n`'s line number before a matched line (`4918:(RolloutManager pid=6809) [2026-07-20 …] … perf 0: {…}`) and
 # `grep -n -C`'s before a context line (`4917-(…`): users paste a grep of the log for its records and errors (a
-# slime run's notes, sweep 54); a time (`12:30:01`) or an address is not one
+# slime run's committed notes); a time (`12:30:01`) or an address is not one
 # `cat -n`'s right-aligned number and tab (hiyouga/LlamaFactory#7986: `  1145\t[rank3]: RuntimeError: …`)
 _GREP_LINE_NO = re.compile(r"\d{1,9}(?::(?=[(\[A-Za-z_])|-(?=[(\[]))| {0,8}\d{1,9}\t")
 _NESTED_PROCESS = re.compile(r"\([A-Za-z_][\w.-]* pid=\d+\) ?")
