@@ -1734,8 +1734,9 @@ class ErrorSignatures(Probe):
         elif sig.role == "cascade":
             cascade_note = " (no other error the guides list explains it)"
         confidence = 0.9 if sig.role == "root" else 0.6
+        said = _summary(sig, chosen.line.text)
         summary = (
-            f"{_summary(sig, chosen.line.text)[0].upper()}{_summary(sig, chosen.line.text)[1:]}: "
+            f"{said[0].upper()}{said[1:]}: "
             f"`{short(chosen.line.text)}` at {chosen.line.where()}{_who(chosen.line)}{cascade_note}."
         )
         details = _details(run, sig.outcome, same)

@@ -48,7 +48,6 @@ _UNKNOWN_ARRAY = re.compile(r"\$\{[A-Za-z_]\w*\[[@*]\]\}")
 _TRAIN_START = re.compile(r"(?:^|[\s/])(?:python[\d.]*|torchrun|deepspeed|accelerate|swift|verl|openrlhf)(?:\s|$)")
 _READ_HEREDOC = re.compile(r"""^\s*read\s+(?:-[A-Za-z]+\s+(?:''\s+|""\s+)?)*(?P<name>[A-Za-z_]\w*)\s*"""
                            r"""<<-?\s*(?P<quote>['"]?)\w+(?P=quote)\s*$""")
-_MODULE_WORD = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _ARITH_OPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
     ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
@@ -320,15 +319,20 @@ def parse_launch_script(text: str, path: str | Path = "<script>") -> LaunchScrip
     read_into: tuple[str, bool] | None = None  # (variable, expanded) of a `read … NAME <<TAG` here-document
     body: list[str] = []
     read_starts: dict[str, int] = {}  # each here-document variable and the line its `read` is on
+
+    def keep_read() -> None:
+        """The here-document's lines as the value of the variable `read` fills."""
+        name, expand = read_into
+        value = " ".join(body)
+        out.variables[name] = (ex.expand(value) if expand else value)[:MAX_VALUE_CHARS]
+        out.arrays.pop(name, None)
+
     for line_no, stmt in _statements(text, p):
         if heredoc is not None:
             if stmt.strip() == heredoc:
                 heredoc = None
                 if read_into is not None:
-                    name, expand = read_into
-                    value = " ".join(body)
-                    out.variables[name] = (ex.expand(value) if expand else value)[:MAX_VALUE_CHARS]
-                    out.arrays.pop(name, None)
+                    keep_read()
                 read_into, body = None, []
             elif read_into is not None:
                 body.append(stmt)
@@ -367,16 +371,15 @@ def parse_launch_script(text: str, path: str | Path = "<script>") -> LaunchScrip
                 out.command_line = line_no
     if heredoc is not None and read_into is not None and body:
         # the file ends inside the here-document (a paste cut there): bash reads it to the end of the file
-        name, expand = read_into
-        value = " ".join(body)
-        out.variables[name] = (ex.expand(value) if expand else value)[:MAX_VALUE_CHARS]
-        read_starts[name] = read_starts.get(name, len(text.splitlines()))
+        keep_read()
     if out.command is None:
+        from triage.formats.run_args import MODULE_NAME
+
         # no line runs it (a paste cut before `deepspeed --module $training_commands`): a here-document
         # variable that holds a module or script and its flags is the command it was kept for
         for name, line_no in read_starts.items():
             words = _words(out.variables.get(name, ""), p, line_no)
-            if words and (_MODULE_WORD.fullmatch(words[0]) or words[0].endswith(".py")) and \
+            if words and (MODULE_NAME.fullmatch(words[0]) or words[0].endswith(".py")) and \
                     any(w.startswith("--") for w in words[1:]):
                 out.command = ["python3", "-m", *words] if not words[0].endswith(".py") else ["python3", *words]
                 out.command_line = line_no

@@ -135,7 +135,8 @@ def _split(text: str) -> list[str]:
     return [w for w in words if w != "\\"]  # (a continuation left at the end of a pasted command)
 
 
-_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+# a dotted module name (`openrlhf.cli.train_ppo`), as a launcher or a here-document names what it runs
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 
 
 def _after_program(tokens: list[str]) -> list[str]:
@@ -169,7 +170,7 @@ def _after_program(tokens: list[str]) -> list[str]:
             module = True
             j += 1
             continue
-        if module and _MODULE.fullmatch(tok):
+        if module and MODULE_NAME.fullmatch(tok):
             return tokens[j + 1:]
         if tok.endswith(".py"):
             return tokens[j + 1:]
